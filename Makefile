@@ -1,0 +1,57 @@
+# Taskgen Review. `make demo` runs the app on its embedded defaults; `make test` runs every test.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: install demo demo-data serve worker test lint chromium migrate clean bench
+
+$(VENV)/.installed: pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11 or set PYTHON=" >&2; exit 1; }
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+migrate: install
+	$(PY) manage.py migrate --no-input
+
+## chromium: Debian's Chromium for the harness and browser tests (Playwright cannot download its own here).
+chromium:
+	@if [ -x /usr/bin/chromium ]; then echo "chromium: $$(/usr/bin/chromium --version 2>/dev/null)"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || { echo "could not install chromium with apt-get" >&2; exit 1; }; \
+	else echo "chromium missing: run 'sudo apt-get install -y chromium' (browser tests will be skipped)" >&2; fi
+
+demo-data: migrate
+	$(PY) manage.py taskgen demo-setup
+	$(PY) manage.py taskgen demo-data
+
+## demo: set up, load demo data, start a Celery worker and the web server on http://$(HOST):$(PORT)/
+demo: chromium demo-data
+	$(PY) manage.py collectstatic --no-input -v0
+	@echo ""; echo "Taskgen Review: http://$(HOST):$(PORT)/  (log in with the login printed above; Ctrl-C stops)"; echo ""
+	@trap 'kill 0' EXIT INT TERM; \
+	$(PY) -m celery -A taskgen worker -Q default,judge,browser --concurrency 2 --loglevel WARNING & \
+	$(PY) manage.py runserver $(HOST):$(PORT) --noreload
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+## test: install what the tests need and run them all (SQLite without services; PostgreSQL/Redis by URL, as in CI)
+test: install chromium lint
+	$(PY) manage.py makemigrations --check --dry-run >/dev/null || { echo "models changed without a migration" >&2; exit 1; }
+	@set +e; $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+bench: install
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf var/broker var/staticfiles .pytest_cache

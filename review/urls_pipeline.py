@@ -1,0 +1,3 @@
+"""URLs of the pipeline pages (filled in by its issue)."""
+
+urlpatterns: list = []

@@ -1,0 +1,3 @@
+"""URLs of the review pages (filled in by its issue)."""
+
+urlpatterns: list = []

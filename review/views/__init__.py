@@ -1,0 +1,1 @@
+"""Views of the review app, one module per page family."""

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class SandboxConfig(AppConfig):
+    name = "sandbox"
+    verbose_name = "Sandbox websites"

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class TaskgenConfig(AppConfig):
+    name = "taskgen"
+    verbose_name = "Pipeline"

@@ -1,0 +1,368 @@
+"""The pipeline's data: sites, tasks, runs, episodes with their evidence, screenshots, judgments, verifier results,
+pipeline runs and exports. Labels and queues (the human side) live in `review.models`.
+
+Relations follow DESIGN.md: an Episode is one (run, task) attempt; a Judgment is one (episode, judge config) verdict.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+
+class Site(models.Model):
+    """A website tasks are attempted on (a sandbox site, or a real site named in an imported tasks file)."""
+
+    slug = models.SlugField(max_length=200, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    home_path = models.CharField(max_length=500, blank=True)
+    base_url = models.CharField(max_length=500, blank=True)
+    sitemap = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.name or self.slug
+
+
+class Task(models.Model):
+    """One goal for an agent, as a line of tasks.jsonl; `raw` keeps the line as read for faithful re-export."""
+
+    class Kind(models.TextChoices):
+        INFO = "info", "information"
+        ACTION = "action", "action"
+
+    task_id = models.CharField(max_length=200, unique=True)
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="tasks")
+    instruction = models.TextField()
+    task_kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.ACTION)
+    source = models.CharField(max_length=40, default="proposed", help_text="the file's `kind`: proposed, human, ...")
+    start_path = models.CharField(max_length=1000, blank=True)
+    macro = models.CharField(max_length=200, blank=True)
+    verifier = models.JSONField(null=True, blank=True)
+    proposed_by_model = models.CharField(max_length=200, blank=True)
+    prompt_version = models.CharField(max_length=100, blank=True)
+    raw = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task_id"]
+        indexes = [models.Index(fields=["site", "task_kind"])]
+
+    def __str__(self) -> str:
+        return self.task_id
+
+
+class Run(models.Model):
+    """One harness run over a task set: the reference's run dir."""
+
+    class Origin(models.TextChoices):
+        IMPORT = "import", "imported run dir"
+        ATTEMPT = "attempt", "attempted here"
+
+    name = models.CharField(max_length=200, unique=True)
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.IMPORT)
+    source_dir = models.CharField(max_length=1000, blank=True)
+    tasks_file = models.CharField(max_length=1000, blank=True)
+    agent = models.CharField(max_length=200, blank=True)
+    arm = models.CharField(max_length=200, blank=True)
+    notes = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("review:run_detail", args=[self.pk])
+
+
+class Episode(models.Model):
+    """One recorded attempt of a task in a run, with the backend evidence the judge sees.
+
+    `task_order` is the task's line number in the run's tasks file (the rows stage walks each site in file order);
+    `site` and `task_kind` repeat the task's so review queues filter on this table alone.
+    """
+
+    class Status(models.TextChoices):
+        RECORDED = "recorded", "recorded"
+        FAILED = "failed", "failed (harness error)"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="episodes")
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="episodes")
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="episodes")
+    task_kind = models.CharField(max_length=10, choices=Task.Kind.choices, default=Task.Kind.ACTION)
+    task_order = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.RECORDED)
+    failure_reason = models.TextField(blank=True)
+    # grade_inputs.json: {actions, answer, log, changes, seen}; anything else it held goes to `extra`.
+    actions = models.JSONField(default=list, blank=True)
+    answer = models.TextField(blank=True)
+    request_log = models.JSONField(default=list, blank=True)
+    data_changes = models.JSONField(default=list, blank=True)
+    screen_text = models.JSONField(default=list, blank=True, help_text="`seen`: the text of each page, last last")
+    extra = models.JSONField(default=dict, blank=True)
+    # rows/: the training rows, kept byte for byte for export.
+    rows_jsonl = models.TextField(blank=True)
+    episode_json = models.TextField(blank=True)
+    row_count = models.PositiveIntegerField(default=0)
+    has_rows = models.BooleanField(default=False)
+    steps = models.PositiveIntegerField(default=0)
+    source_path = models.CharField(max_length=1000, blank=True)
+    content_hash = models.CharField(max_length=64, blank=True, help_text="sha256 of the imported files")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "task_order", "id"]
+        constraints = [models.UniqueConstraint(fields=["run", "task"], name="episode_unique_per_run_task")]
+        indexes = [
+            models.Index(fields=["run", "site"]),
+            models.Index(fields=["run", "task_order"]),
+            models.Index(fields=["run", "task_kind"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run.name}/{self.task.task_id}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("review:episode_detail", args=[self.pk])
+
+    @property
+    def last_screen_text(self) -> str:
+        """The text of the last page the agent saw; a JSON page is shown as JSON text."""
+        import json
+
+        last = (self.screen_text or [""])[-1] if isinstance(self.screen_text, list) else self.screen_text
+        return last if isinstance(last, str) else json.dumps(last, ensure_ascii=False, default=str)
+
+
+class Blob(models.Model):
+    """Content stored once by sha256 under MEDIA_ROOT/blobs/ab/cd/<sha>; images are checked and measured with Pillow."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    size = models.PositiveBigIntegerField()
+    content_type = models.CharField(max_length=100, default="image/png")
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    has_thumbnail = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.sha256[:12]
+
+    def get_absolute_url(self) -> str:
+        return reverse("review:blob", args=[self.sha256])
+
+    @property
+    def relative_path(self) -> str:
+        return f"blobs/{self.sha256[:2]}/{self.sha256[2:4]}/{self.sha256}"
+
+    @property
+    def thumbnail_relative_path(self) -> str:
+        return f"thumbs/{self.sha256[:2]}/{self.sha256[2:4]}/{self.sha256}.webp"
+
+    def get_thumbnail_url(self) -> str:
+        return reverse("review:blob_thumbnail", args=[self.sha256])
+
+
+class Screenshot(models.Model):
+    """An image of an episode: a step screen (screenshots/step_N.png), the final screen, or a training-row image."""
+
+    class Kind(models.TextChoices):
+        STEP = "step", "step"
+        FINAL = "final", "final"
+        ROW = "row", "row image"
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="screenshots")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.STEP)
+    step = models.IntegerField(default=0)
+    name = models.CharField(max_length=255, help_text="the file name as imported, e.g. step_3.png")
+    blob = models.ForeignKey(Blob, on_delete=models.PROTECT, related_name="screenshots")
+
+    class Meta:
+        ordering = ["episode", "kind", "step"]
+        constraints = [models.UniqueConstraint(fields=["episode", "kind", "name"], name="screenshot_unique_name")]
+        indexes = [models.Index(fields=["episode", "kind", "step"])]
+
+    def __str__(self) -> str:
+        return f"{self.episode_id}:{self.kind}:{self.name}"
+
+
+class JudgeConfig(models.Model):
+    """What makes two verdicts comparable: provider, model, prompt version and image policy."""
+
+    provider = models.CharField(max_length=40)
+    model = models.CharField(max_length=200)
+    prompt_version = models.CharField(max_length=100)
+    image_policy = models.CharField(max_length=100, default="default")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "model", "prompt_version", "image_policy"],
+                                    name="judge_config_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def key(self) -> str:
+        """A short name for command lines and URLs: provider:model:prompt:images."""
+        return f"{self.provider}:{self.model}:{self.prompt_version}:{self.image_policy}"
+
+    @property
+    def is_offline_baseline(self) -> bool:
+        return self.provider == "rules"
+
+
+class Judgment(models.Model):
+    """One judge config's verdict on one episode, with its per-part evidence and what it cost."""
+
+    class Verdict(models.TextChoices):
+        SUCCESS = "SUCCESS", "SUCCESS"
+        NOT_SUCCESS = "NOT SUCCESS", "NOT SUCCESS"
+        NONE = "NONE", "no verdict"
+
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="judgments")
+    config = models.ForeignKey(JudgeConfig, on_delete=models.PROTECT, related_name="judgments")
+    verdict = models.CharField(max_length=12, choices=Verdict.choices, default=Verdict.NONE)
+    parts = models.JSONField(default=list, blank=True, help_text="[{part, done, evidence}]")
+    raw_response = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    inconsistent = models.BooleanField(default=False, help_text="verdict disagrees with its own parts")
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    image_bytes = models.PositiveBigIntegerField(default=0)
+    request_hash = models.CharField(max_length=64, blank=True)
+    source = models.CharField(max_length=20, default="judge", help_text="judge, or import of a <run>_judge dir")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "config"], name="judgment_unique_per_config")]
+        indexes = [
+            models.Index(fields=["config", "verdict"]),
+            models.Index(fields=["config", "inconsistent"]),
+            models.Index(fields=["request_hash"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.episode_id}:{self.config_id}:{self.verdict}"
+
+    @property
+    def predicted_label(self) -> int:
+        """The reference's predicted_label: 1 for SUCCESS, else 0."""
+        return int(self.verdict == self.Verdict.SUCCESS)
+
+    @property
+    def has_verdict(self) -> bool:
+        return self.verdict != self.Verdict.NONE
+
+
+class VerifierResult(models.Model):
+    """A programmatic verifier's result for an episode (results_regraded.jsonl wins over results.jsonl)."""
+
+    class Source(models.TextChoices):
+        RESULTS = "results.jsonl", "results.jsonl"
+        REGRADED = "results_regraded.jsonl", "results_regraded.jsonl"
+        SANDBOX = "sandbox", "sandbox verifier"
+
+    episode = models.OneToOneField(Episode, on_delete=models.CASCADE, related_name="verifier_result")
+    ok = models.BooleanField()
+    source = models.CharField(max_length=40, choices=Source.choices)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["ok"])]
+
+    def __str__(self) -> str:
+        return f"{self.episode_id}:{'pass' if self.ok else 'fail'}"
+
+
+class PipelineRun(models.Model):
+    """One start of a pipeline stage (import, attempt, judge, validate, rows, propose), tracked in our own table."""
+
+    class Stage(models.TextChoices):
+        IMPORT = "import", "import"
+        PROPOSE = "propose", "propose"
+        ATTEMPT = "attempt", "attempt"
+        JUDGE = "judge", "judge"
+        VALIDATE = "validate", "validate"
+        EXPORT = "export", "export rows"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+
+    stage = models.CharField(max_length=20, choices=Stage.choices)
+    params = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="pipeline_runs")
+    started_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="pipeline_runs")
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    errors = models.JSONField(default=list, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status"])]
+
+    def __str__(self) -> str:
+        return f"{self.stage} #{self.pk} ({self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("review:pipeline_detail", args=[self.pk])
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in {self.Status.DONE, self.Status.FAILED, self.Status.CANCELLED}
+
+    @property
+    def percent(self) -> int:
+        return int(100 * (self.done + self.failed) / self.total) if self.total else 0
+
+
+class Export(models.Model):
+    """One export of approved rows: its parameters, report and the exact episode list (the manifest)."""
+
+    class Selection(models.TextChoices):
+        JUDGE = "judge", "judge successes"
+        HUMAN = "human", "final human labels"
+        HUMAN_OVER_JUDGE = "human-over-judge", "human labels over judge verdicts"
+
+    runs = models.ManyToManyField(Run, related_name="exports")
+    selection = models.CharField(max_length=20, choices=Selection.choices, default=Selection.JUDGE)
+    judge_config = models.ForeignKey(JudgeConfig, null=True, blank=True, on_delete=models.SET_NULL)
+    budget = models.PositiveIntegerField(default=27644)
+    params = models.JSONField(default=dict, blank=True)
+    report = models.JSONField(default=dict, blank=True)
+    manifest = models.JSONField(default=dict, blank=True)
+    manifest_sha256 = models.CharField(max_length=64, blank=True)
+    out_dir = models.CharField(max_length=1000, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"export #{self.pk} ({self.selection})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("review:export_detail", args=[self.pk])

@@ -1,0 +1,194 @@
+"""Settings for Taskgen Review, all read from the environment (see README "Configuration").
+
+Defaults run on a laptop with nothing installed: SQLite, an embedded filesystem broker for Celery, and the offline
+`rules` judge when no GEMINI_API_KEY is set. Real services come by URL: DATABASE_URL, CELERY_BROKER_URL.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from taskgen.env import env_bool, env_int, env_path, env_secret, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = env_path("TASKGEN_VAR_DIR", BASE_DIR / "var")
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = env_secret("DJANGO_SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG and env_bool("TASKGEN_REQUIRE_SECRET_KEY", False):
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE) must be set")
+    # A per-checkout key, so a laptop demo needs no setup and no key is ever committed.
+    _key_file = VAR_DIR / "secret_key"
+    if not _key_file.exists():
+        import secrets
+
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        _key_file.write_text(secrets.token_urlsafe(50))
+        _key_file.chmod(0o600)
+    SECRET_KEY = _key_file.read_text().strip()
+
+ALLOWED_HOSTS = [h.strip() for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o.strip() for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "taskgen",
+    "review",
+    "sandbox",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every page needs a login unless a view says otherwise with @login_not_required.
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "taskgen.urls"
+WSGI_APPLICATION = "taskgen.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "review.roles.role_context",
+                "taskgen.context.app_context",
+            ],
+        },
+    },
+]
+
+
+def _database() -> dict:
+    url = env_str("DATABASE_URL", "")
+    if not url:
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "db.sqlite3",
+                "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"}}
+    try:
+        config = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0))
+    except Exception as exc:  # dj-database-url raises several types for a bad URL
+        raise ImproperlyConfigured(f"DATABASE_URL is not a database URL this app understands: {exc}") from exc
+    if not config.get("ENGINE"):
+        raise ImproperlyConfigured("DATABASE_URL names no known database engine")
+    return config
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+
+# Blobs (screenshots and their thumbnails), stored once by content hash; never served without a login.
+MEDIA_ROOT = env_path("TASKGEN_MEDIA_ROOT", VAR_DIR / "media")
+BLOB_MAX_BYTES = env_int("TASKGEN_BLOB_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
+JSON_MAX_BYTES = env_int("TASKGEN_JSON_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
+THUMBNAIL_SIZE = env_int("TASKGEN_THUMBNAIL_SIZE", 240, minimum=32)
+
+# Pipeline runs started from the browser may only read and write below this folder.
+DATA_ROOT = env_path("TASKGEN_DATA_ROOT", VAR_DIR / "data")
+
+# Celery: Redis in production and CI, an embedded filesystem broker by default so `make demo` needs no server.
+_BROKER_SCHEMES = {"redis", "rediss", "amqp", "memory", "sqla+sqlite", "sqla+postgresql"}
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+if CELERY_BROKER_URL == "filesystem://":
+    _queue_dir = VAR_DIR / "broker"
+    for _sub in ("queue", "processed"):
+        (_queue_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_queue_dir / "queue"),
+        "data_folder_out": str(_queue_dir / "queue"),
+        "processed_folder": str(_queue_dir / "processed"),
+        "store_processed": False,
+    }
+elif CELERY_BROKER_URL.split("://", 1)[0] not in _BROKER_SCHEMES:
+    raise ImproperlyConfigured(f"CELERY_BROKER_URL has an unsupported scheme: {CELERY_BROKER_URL.split('://', 1)[0]!r}")
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 300, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 360, minimum=1)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "default"
+# Separate queues so judge calls and browser episodes scale on their own workers.
+CELERY_TASK_ROUTES = {
+    "taskgen.tasks.judge_*": {"queue": "judge"},
+    "taskgen.tasks.attempt_*": {"queue": "browser"},
+}
+REDIS_URL = env_str("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "")
+
+# Model providers. Without a key the app runs its offline providers and says so on every page.
+GEMINI_API_KEY = env_secret("GEMINI_API_KEY")
+GOOGLE_GEMINI_BASE_URL = env_str("GOOGLE_GEMINI_BASE_URL", "")
+JUDGE_MODEL = env_str("TASKGEN_JUDGE_MODEL", "gemini-3.5-flash")
+JUDGE_PROVIDER = env_str("TASKGEN_JUDGE_PROVIDER", "gemini" if GEMINI_API_KEY else "rules")
+if JUDGE_PROVIDER not in {"gemini", "rules", "openai"}:
+    raise ImproperlyConfigured(f"TASKGEN_JUDGE_PROVIDER={JUDGE_PROVIDER!r} is not one of gemini, rules, openai")
+JUDGE_RPM = env_int("TASKGEN_JUDGE_RPM", 600, minimum=1)
+JUDGE_PROMPT_FILE = env_str("TASKGEN_JUDGE_PROMPT_FILE", "")
+# USD per million tokens: (input, output). Override with TASKGEN_PRICE_<MODEL>="in,out".
+MODEL_PRICES = {
+    "gemini-3.5-flash": (0.30, 2.50),
+    "gemini-2.5-flash": (0.30, 2.50),
+    "gemini-2.5-pro": (1.25, 10.00),
+}
+EXPORT_BUDGET = env_int("TASKGEN_EXPORT_BUDGET", 27644, minimum=1)
+HARNESS_CHROMIUM = env_str("TASKGEN_CHROMIUM", "/usr/bin/chromium")
+REVIEW_RESERVATION_MINUTES = env_int("TASKGEN_RESERVATION_MINUTES", 5, minimum=1)
+SAMPLE_SEED = env_int("TASKGEN_SAMPLE_SEED", 20261202)
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("TASKGEN_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
