@@ -1,0 +1,74 @@
+"""Reading a judge's answer: verdict and parts from raw text (plain JSON or a fenced ```json block), and the
+consistency check between a verdict and its own parts. Shared by the importer and the judge stage."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+VERDICTS = ("SUCCESS", "NOT SUCCESS")
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass
+class ParsedAnswer:
+    """A judge answer read as data: verdict is "SUCCESS", "NOT SUCCESS" or "NONE" (no verdict)."""
+
+    verdict: str = "NONE"
+    parts: list[dict] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def has_verdict(self) -> bool:
+        return self.verdict in VERDICTS
+
+
+def _load_object(text: str) -> dict | None:
+    candidates = [text.strip()] + [m.strip() for m in _FENCE.findall(text)]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start : end + 1])
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except (ValueError, TypeError):
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _clean_parts(raw) -> list[dict]:
+    parts = []
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, dict):
+            continue
+        done = item.get("done")
+        parts.append({
+            "part": str(item.get("part") or ""),
+            "done": done is True or (isinstance(done, str) and done.strip().lower() in {"true", "yes"}),
+            "evidence": str(item.get("evidence") or ""),
+        })
+    return parts
+
+
+def parse_judge_response(text: str | None) -> ParsedAnswer:
+    """Read a judge's raw answer; an answer that is not JSON or has no verdict comes back as verdict NONE."""
+    if not text or not text.strip():
+        return ParsedAnswer(error="empty answer")
+    data = _load_object(text)
+    if data is None:
+        return ParsedAnswer(error="answer is not JSON")
+    verdict = str(data.get("verdict") or "").strip().upper()
+    parts = _clean_parts(data.get("parts"))
+    if verdict not in VERDICTS:
+        return ParsedAnswer(parts=parts, error="answer has no verdict")
+    return ParsedAnswer(verdict=verdict, parts=parts)
+
+
+def verdict_is_inconsistent(verdict: str, parts: list[dict]) -> bool:
+    """SUCCESS with a part not done, or NOT SUCCESS with every part done, contradicts the judge's own parts."""
+    if not parts or verdict not in VERDICTS:
+        return False
+    all_done = all(p.get("done") is True for p in parts)
+    return (verdict == "SUCCESS" and not all_done) or (verdict == "NOT SUCCESS" and all_done)
