@@ -115,6 +115,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns at every start when it is missing
 
 # Blobs (screenshots and their thumbnails), stored once by content hash; never served without a login.
 MEDIA_ROOT = env_path("TASKGEN_MEDIA_ROOT", VAR_DIR / "media")
