@@ -10,6 +10,12 @@ from tests.factories import EpisodeFactory, UserFactory
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    """Many users per test: hashing each password properly would take most of the test's time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def test_label_history_keeps_every_change_with_before_and_after():
     episode, alice = EpisodeFactory(), UserFactory(role="reviewer")
     label_set(episode=episode, reviewer=alice, verdict="SUCCESS", note="looks fine")

@@ -26,6 +26,12 @@ from tests.factories import EpisodeFactory, JudgmentFactory, UserFactory
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    """Many users per test: hashing each password properly would take most of the test's time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 def _builtin(kind: str) -> Queue:
     queues_builtin_ensure()
     return Queue.objects.get(builtin=True, kind=kind)
