@@ -20,18 +20,23 @@ NOISE_PATH = re.compile(r"^/(_admin|admin|static|favicon)|\.(css|js|png|jpg|jpeg
 HIDDEN_BODY_KEYS = {"csrf_token", "csrfmiddlewaretoken"}
 
 
-def episode_for_workbench(pk: int) -> Episode:
-    """The episode with everything its page shows, in a fixed number of queries."""
+def episode_for_workbench(pk: int, *, evidence: bool = True) -> Episode:
+    """The episode with everything its page shows, in a fixed number of queries; `evidence=False` leaves out the
+    screenshots and the large evidence fields (the label panel alone does not show them)."""
     screenshots = Screenshot.objects.select_related("blob").exclude(kind=Screenshot.Kind.ROW).order_by("-kind", "step")
     judgments = Judgment.objects.select_related("config").order_by("config__provider", "config__model", "id")
     labels = Label.objects.select_related("reviewer").order_by("created_at", "id")
     changes = LabelChange.objects.select_related("changed_by", "label__reviewer").order_by("-changed_at", "-id")
     queryset = Episode.objects.select_related("run", "task", "site", "verifier_result", "final_label__decided_by")
+    queryset = queryset.defer("rows_jsonl", "episode_json", "extra")  # training rows: exported, never shown here
     queryset = queryset.prefetch_related(
-        Prefetch("screenshots", queryset=screenshots, to_attr="screens"),
         Prefetch("judgments", queryset=judgments, to_attr="judgment_list"),
         Prefetch("labels", queryset=labels, to_attr="label_list"),
     )
+    if evidence:
+        queryset = queryset.prefetch_related(Prefetch("screenshots", queryset=screenshots, to_attr="screens"))
+    else:
+        queryset = queryset.defer("request_log", "data_changes", "screen_text", "actions")
     episode = get_object_or_404(queryset, pk=pk)
     episode.label_history = list(changes.filter(label__episode=episode)[:200])
     return episode

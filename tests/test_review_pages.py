@@ -57,7 +57,7 @@ def test_episode_page_shows_the_evidence_beside_the_judges(viewer_client):
     episode = _rich_episode()
     html = viewer_client.get(episode.get_absolute_url()).content.decode()
     assert 'id="req-2" class="write cited"' in html          # the POST stands out and is cited by the evidence
-    assert 'class=" noise"' in html                            # static noise is marked, hidden by CSS
+    assert 'id="req-1" class="noise"' in html                 # static noise is marked, hidden by CSS
     assert 'href="#req-2"' in html and 'href="#chg-0"' in html  # evidence links to the request and the change
     assert "SECRET1" not in html                              # csrf tokens are not shown
     assert "gemini:gemini-x" in html and "rules baseline, not a model" in html

@@ -26,18 +26,20 @@ def _episode_url(episode_id: int, queue: Queue | None) -> str:
     return f"{url}?queue={queue.pk}" if queue else url
 
 
-def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | None) -> dict:
-    """Everything the page and its partials render; blind queues hide the judge and other labels until you label."""
+def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | None, *, evidence: bool = True) -> dict:
+    """Everything the page and its partials render; blind queues hide the judge and other labels until you label.
+    With `evidence=False` (the label panel alone) the steps, request log and changes are left out."""
     my_label = next((lb for lb in episode.label_list if lb.reviewer_id == request.user.pk), None)
     can_review = has_role(request.user, Role.REVIEWER)
     blind = bool(queue and queue.blind and can_review and my_label is None)
-    reqs, chgs = workbench.requests(episode), workbench.changes(episode)
+    reqs, chgs = (workbench.requests(episode), workbench.changes(episode)) if evidence else ([], [])
     judged = workbench.judgments_with_citations(episode, reqs, chgs)
     verdicts = {lb.verdict for lb in episode.label_list}
     return {
         "episode": episode, "queue": queue, "blind": blind, "my_label": my_label,
         "other_labels": [lb for lb in episode.label_list if lb.reviewer_id != request.user.pk],
-        "steps": workbench.steps(episode), "actions": [workbench.action_line(a) for a in episode.actions or []],
+        "steps": workbench.steps(episode) if evidence else [],
+        "actions": [workbench.action_line(a) for a in episode.actions or []] if evidence else [],
         "requests": reqs, "noise_count": sum(r.is_noise for r in reqs), "changes": chgs, "judged": judged,
         "primary_parts": judged[0]["parts"] if judged else [],
         "labels_disagree": len(verdicts) > 1 or verdicts == {LabelVerdict.UNSURE},
@@ -75,8 +77,10 @@ def label_post(request: HttpRequest, pk: int) -> HttpResponse:
         if error:
             messages.error(request, error)
         return redirect(_episode_url(pk, queue))
-    context = workbench_context(request, workbench.episode_for_workbench(pk), queue)
-    context.update(label_error=error, reveal=bool(queue and queue.blind))
+    reveal = bool(queue and queue.blind)  # the judge panel was hidden: send it along, with its evidence links
+    episode = workbench.episode_for_workbench(pk, evidence=reveal)
+    context = workbench_context(request, episode, queue, evidence=reveal)
+    context.update(label_error=error, reveal=reveal)
     return render(request, "review/_label_response.html", context, status=422 if error else 200)
 
 
