@@ -127,9 +127,12 @@ def queue_progress(queue: Queue) -> dict:
     """How far a queue is: total episodes, done (K labels), and labels per reviewer within it."""
     scope = queue_scope(queue).order_by()
     total = scope.count()
-    remaining = queue_open(queue).order_by().count()
+    if queue.labels_needed == 1:  # counting the labelled side lets the database start from the (smaller) labels
+        done = scope.filter(Exists(Label.objects.filter(episode=OuterRef("pk")))).count()
+    else:
+        done = scope.annotate(label_count=_label_count()).filter(label_count__gte=queue.labels_needed).count()
+    remaining = total - done
     per_reviewer = (Label.objects.filter(episode__in=scope.values("pk")).values("reviewer__username")
                     .annotate(n=Count("id")).order_by("-n", "reviewer__username"))
-    return {"total": total, "done": total - remaining, "remaining": remaining,
-            "percent": int(100 * (total - remaining) / total) if total else 0,
+    return {"total": total, "done": done, "remaining": remaining, "percent": int(100 * done / total) if total else 0,
             "reviewers": [{"reviewer": r["reviewer__username"], "labels": r["n"]} for r in per_reviewer]}

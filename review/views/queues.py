@@ -68,7 +68,8 @@ def queue_create(request: HttpRequest) -> HttpResponse:
 @require_role(Role.VIEWER)
 def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
     queue = get_object_or_404(Queue.objects.select_related("judge_config"), pk=pk)
-    upcoming = list(queues.queue_open(queue).select_related("task", "site")[:50])
+    upcoming = list(queues.queue_open(queue).select_related("task", "site")
+                    .only("id", "task__task_id", "task__instruction", "site__slug")[:50])
     held = dict(Reservation.objects.filter(queue=queue, episode__in=[e.pk for e in upcoming])
                 .values_list("episode_id", "reviewer__username"))
     for episode in upcoming:
