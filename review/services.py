@@ -161,29 +161,32 @@ def _check_queue_args(*, name: str, labels_needed: int) -> None:
         raise ReviewError("labels per episode (K) must be between 1 and 10")
 
 
-def queue_take_next(*, queue: Queue, reviewer) -> Episode | None:
+def queue_take_next(*, queue: Queue, reviewer, skip: int | None = None) -> Episode | None:
     """Reserve the next open episode of the queue for this reviewer, or None when nothing is left for them.
 
-    The reviewer's own live reservation comes back first (a reload does not skip an item). Two reviewers asking at
-    once get different episodes: on PostgreSQL the candidate row is locked with SKIP LOCKED; elsewhere the
-    reservation's unique (queue, episode) constraint and a conditional update decide who wins.
+    The reviewer's own live reservation comes back first (a reload does not skip an item). `skip` is the episode the
+    reviewer moves on from without labelling: its reservation is given back and it is not offered this time. Two
+    reviewers asking at once get different episodes: on PostgreSQL the candidate row is locked with SKIP LOCKED;
+    elsewhere the reservation's unique (queue, episode) constraint and a conditional update decide who wins.
     """
     now = timezone.now()
+    if skip:
+        Reservation.objects.filter(queue=queue, reviewer=reviewer, episode_id=skip).delete()
     held = (Reservation.objects.filter(queue=queue, reviewer=reviewer, expires_at__gt=now)
             .filter(episode__in=queues.queue_available(queue, reviewer).values("pk")).select_related("episode").first())
     if held:
         return held.episode
     for _attempt in range(20):
-        episode = _claim_one(queue=queue, reviewer=reviewer)
+        episode = _claim_one(queue=queue, reviewer=reviewer, skip=skip)
         if episode is not False:
             return episode
     return None
 
 
-def _claim_one(*, queue: Queue, reviewer):
+def _claim_one(*, queue: Queue, reviewer, skip: int | None):
     """One try at reserving an item: the episode, None when the queue is empty for this reviewer, False on a race."""
     with transaction.atomic():
-        candidates = queues.queue_available(queue, reviewer)
+        candidates = queues.queue_available(queue, reviewer).exclude(pk=skip or 0)
         if connection.features.has_select_for_update_skip_locked:
             candidates = candidates.select_for_update(skip_locked=True, of=("self",))
         episode = candidates.first()

@@ -162,3 +162,25 @@ def test_reviewers_asking_at_the_same_moment_get_different_items():
     for t in threads:
         t.join()
     assert sorted(e.pk for e in got.values()) == sorted(e.pk for e in episodes)
+
+
+def test_next_without_labelling_skips_the_current_item_and_gives_it_back():
+    first, second = _judged("SUCCESS"), _judged("SUCCESS")
+    queue = _builtin(Queue.Kind.FALSE_POSITIVE)
+    alice, bob = UserFactory(role="reviewer"), UserFactory(role="reviewer")
+    assert queue_take_next(queue=queue, reviewer=alice) == first
+    assert queue_take_next(queue=queue, reviewer=alice, skip=first.pk) == second
+    assert queue_take_next(queue=queue, reviewer=bob) == first  # alice gave it back
+
+
+def test_previous_goes_back_to_the_episode_labelled_before(reviewer_client):
+    from django.urls import reverse
+
+    first, second = _judged("SUCCESS"), _judged("SUCCESS")
+    queue = _builtin(Queue.Kind.FALSE_POSITIVE)
+    label_set(episode=first, reviewer=reviewer_client.user, verdict="SUCCESS")
+    label_set(episode=second, reviewer=reviewer_client.user, verdict="UNSURE")
+    response = reviewer_client.get(reverse("review:queue_previous", args=[queue.pk, second.pk]))
+    assert response["Location"] == f"{first.get_absolute_url()}?queue={queue.pk}"
+    response = reviewer_client.get(reverse("review:queue_previous", args=[queue.pk, first.pk]))
+    assert response["Location"] == queue.get_absolute_url()

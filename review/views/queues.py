@@ -83,7 +83,8 @@ def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def queue_next(request: HttpRequest, pk: int) -> HttpResponse:
     """Reserve the next item for this reviewer and open it; back to the queue page when nothing is left."""
     queue = get_object_or_404(Queue, pk=pk)
-    episode = queue_take_next(queue=queue, reviewer=request.user)
+    skip = request.POST.get("skip", "")
+    episode = queue_take_next(queue=queue, reviewer=request.user, skip=int(skip) if skip.isdigit() else None)
     if episode is None:
         messages.info(request, "Nothing left for you in this queue: every episode has its labels or is taken.")
         return redirect(queue)
