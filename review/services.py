@@ -56,7 +56,11 @@ def final_label_sync(*, episode: Episode) -> FinalLabel | None:
 @transaction.atomic
 def label_set(*, episode: Episode, reviewer, verdict: str, part_overrides: list[int] | None = None,
               note: str = "", tags: list[str] | None = None) -> Label:
-    """Create or edit the reviewer's label of the episode, log the change, and keep the final label in sync."""
+    """Create or edit the reviewer's label of the episode, log the change, and keep the final label in sync.
+
+    `part_overrides` are indexes into the parts of the judgment shown beside the label form (the queue's judge
+    config's, else the first by provider and model). Labelling gives back the reviewer's reservation of the episode.
+    """
     if verdict not in LabelVerdict.values:
         raise ReviewError(f"unknown verdict {verdict!r}: use one of {', '.join(LabelVerdict.values)}")
     after = {"verdict": verdict, "part_overrides": sorted({int(i) for i in part_overrides or []}),

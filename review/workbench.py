@@ -144,6 +144,10 @@ def changes(episode: Episode) -> list[Change]:
     return out
 
 
+# A path named in evidence ends at whitespace, punctuation or a query string: /cart must not match /cart/add.
+_PATH_END = r"(?=$|[\s;,.:)\]'\"?`>])"
+
+
 @dataclass
 class Citation:
     anchor: str
@@ -154,9 +158,14 @@ def _cites(evidence: str, reqs: list[Request], chgs: list[Change]) -> list[Citat
     """The requests and changes an evidence text names: a request path, or a collection name as a word."""
     found: list[Citation] = []
     low = evidence.lower()
+    linked: set[str] = set()
     for r in reqs:
-        if not r.is_noise and len(r.path) > 1 and r.path.lower() in low:
-            r.cited = True
+        path = r.path.lower()
+        if r.is_noise or len(path) < 2 or not re.search(re.escape(path) + _PATH_END, low):
+            continue
+        r.cited = True  # every row with the path is highlighted; the link goes to the first of them
+        if (r.method, path) not in linked:
+            linked.add((r.method, path))
             found.append(Citation(f"req-{r.index}", f"{r.method} {r.path}"))
     for c in chgs:
         if c.collection != "?" and re.search(rf"\b{re.escape(c.collection.lower())}\b", low):

@@ -59,6 +59,7 @@ def test_episode_page_shows_the_evidence_beside_the_judges(viewer_client):
     assert 'id="req-2" class="write cited"' in html          # the POST stands out and is cited by the evidence
     assert 'id="req-1" class="noise"' in html                 # static noise is marked, hidden by CSS
     assert 'href="#req-2"' in html and 'href="#chg-0"' in html  # evidence links to the request and the change
+    assert 'href="#req-0"' not in html                         # /sites/shop/ is only a prefix of the cited path
     assert "SECRET1" not in html                              # csrf tokens are not shown
     assert "gemini:gemini-x" in html and "rules baseline, not a model" in html
     assert "inconsistent with its parts" in html

@@ -41,11 +41,17 @@ def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | Non
         "steps": workbench.steps(episode) if evidence else [],
         "actions": [workbench.action_line(a) for a in episode.actions or []] if evidence else [],
         "requests": reqs, "noise_count": sum(r.is_noise for r in reqs), "changes": chgs, "judged": judged,
-        "primary_parts": judged[0]["parts"] if judged else [],
+        "primary": _primary_judgment(judged, queue),
         "labels_disagree": len(verdicts) > 1 or verdicts == {LabelVerdict.UNSURE},
         "verdict_choices": LabelVerdict.choices, "suggested_tags": SUGGESTED_TAGS,
         "episode_url": _episode_url(episode.pk, queue),
     }
+
+
+def _primary_judgment(judged: list[dict], queue: Queue | None) -> dict | None:
+    """The judgment whose parts a label's part_overrides point into: the queue's judge config's, else the first."""
+    wanted = queue.judge_config_id if queue else None
+    return next((j for j in judged if j["judgment"].config_id == wanted), judged[0] if judged else None)
 
 
 @require_GET
