@@ -5,10 +5,11 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from review import workbench
-from review.models import LabelVerdict, Queue
+from review.models import LabelVerdict, Queue, Reservation
 from review.roles import Role, has_role, require_role
 from review.services import ReviewError, final_label_adjudicate, label_set
 from taskgen.models import Episode
@@ -54,11 +55,20 @@ def _primary_judgment(judged: list[dict], queue: Queue | None) -> dict | None:
     return next((j for j in judged if j["judgment"].config_id == wanted), judged[0] if judged else None)
 
 
+def _reservation(queue: Queue | None, episode: Episode) -> Reservation | None:
+    if queue is None:
+        return None
+    live = Reservation.objects.filter(queue=queue, episode=episode, expires_at__gt=timezone.now())
+    return live.select_related("reviewer").first()
+
+
 @require_GET
 @require_role(Role.VIEWER)
 def episode_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    episode = workbench.episode_for_workbench(pk)
-    return render(request, "review/episode_detail.html", workbench_context(request, episode, _queue_from(request)))
+    episode, queue = workbench.episode_for_workbench(pk), _queue_from(request)
+    context = workbench_context(request, episode, queue)
+    context["reservation"] = _reservation(queue, episode)
+    return render(request, "review/episode_detail.html", context)
 
 
 def _parse_label_form(post) -> dict:
@@ -87,7 +97,8 @@ def label_post(request: HttpRequest, pk: int) -> HttpResponse:
     episode = workbench.episode_for_workbench(pk, evidence=reveal)
     context = workbench_context(request, episode, queue, evidence=reveal)
     context.update(label_error=error, reveal=reveal)
-    return render(request, "review/_label_response.html", context, status=422 if error else 200)
+    # 200 even on a refused label: htmx swaps only 2xx answers, and the panel is where the reviewer reads why
+    return render(request, "review/_label_response.html", context)
 
 
 @require_POST
