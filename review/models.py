@@ -100,6 +100,8 @@ class Queue(models.Model):
 
     class Meta:
         ordering = ["-builtin", "name", "id"]
+        constraints = [models.UniqueConstraint(fields=["kind"], condition=models.Q(builtin=True),
+                                               name="queue_one_builtin_per_kind")]
 
     def __str__(self) -> str:
         return self.name

@@ -107,7 +107,11 @@ def queues_builtin_ensure() -> None:
     have = set(Queue.objects.filter(builtin=True).values_list("kind", flat=True))
     for kind, name, blind in BUILTIN_QUEUES:
         if kind not in have:
-            Queue.objects.create(kind=kind, name=name, builtin=True, blind=blind)
+            try:
+                with transaction.atomic():
+                    Queue.objects.create(kind=kind, name=name, builtin=True, blind=blind)
+            except IntegrityError:
+                pass  # another request made it at the same moment
 
 
 def queue_create_from_filters(*, name: str, filters: dict, user, labels_needed: int = 1, blind: bool = False,

@@ -172,3 +172,12 @@ def test_queue_and_label_query_counts_are_fixed(reviewer_client, django_assert_m
     with django_assert_max_num_queries(18):
         reviewer_client.post(reverse("review:label_post", args=[episodes[0].pk]), {"verdict": "SUCCESS"},
                              HTTP_HX_REQUEST="true")
+
+
+def test_odd_shaped_evidence_still_renders(viewer_client):
+    episode = EpisodeFactory(request_log=["oops", 5, None, {"method": None, "path": None}],
+                             data_changes=["x", {"before": "text", "after": None, "changed": {"qty": [1, 2]}}],
+                             actions={"not": "a list"}, screen_text="plain text, not a list")
+    JudgmentFactory(episode=episode, parts="not a list", verdict="NONE", error="answer is not JSON")
+    html = viewer_client.get(episode.get_absolute_url()).content.decode()
+    assert "answer is not JSON" in html and "plain text, not a list" in html and "qty" in html
