@@ -129,6 +129,8 @@ def queue_create_from_episodes(*, name: str, episode_ids: list[int], user, label
     """A queue of exactly these episodes, in this order (validate links "review these false positives" here)."""
     _check_queue_args(name=name, labels_needed=labels_needed)
     ordered = list(dict.fromkeys(int(i) for i in episode_ids))
+    if not ordered:
+        raise ReviewError("no episodes given: there is nothing to review")
     found = set(Episode.objects.filter(pk__in=ordered).values_list("pk", flat=True))
     if missing := [i for i in ordered if i not in found]:
         raise ReviewError(f"no such episodes: {', '.join(map(str, missing[:10]))}")

@@ -8,6 +8,7 @@ urlpatterns = [
     path("episodes/<int:pk>/adjudicate/", episode.adjudicate_post, name="adjudicate_post"),
     path("queues/", queues.queue_list, name="queue_list"),
     path("queues/new/", queues.queue_create, name="queue_create"),
+    path("queues/from-episodes/", queues.queue_from_episodes, name="queue_from_episodes"),
     path("queues/<int:pk>/", queues.queue_detail, name="queue_detail"),
     path("queues/<int:pk>/next/", queues.queue_next, name="queue_next"),
     path("queues/<int:pk>/previous/<int:episode_pk>/", queues.queue_previous, name="queue_previous"),

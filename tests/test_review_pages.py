@@ -181,3 +181,14 @@ def test_odd_shaped_evidence_still_renders(viewer_client):
     JudgmentFactory(episode=episode, parts="not a list", verdict="NONE", error="answer is not JSON")
     html = viewer_client.get(episode.get_absolute_url()).content.decode()
     assert "answer is not JSON" in html and "plain text, not a list" in html and "qty" in html
+
+
+def test_validate_can_post_a_list_of_episodes_as_a_queue(reviewer_client):
+    a, b = EpisodeFactory(), EpisodeFactory()
+    response = reviewer_client.post(reverse("review:queue_from_episodes"),
+                                    {"name": "false positives of run 3", "episode_ids": f"{b.pk},{a.pk}"})
+    queue = Queue.objects.get(name="false positives of run 3")
+    assert response["Location"] == queue.get_absolute_url()
+    assert list(queue.members.values_list("episode_id", flat=True)) == [b.pk, a.pk]
+    empty = reviewer_client.post(reverse("review:queue_from_episodes"), {"episode_ids": ""}, follow=True)
+    assert "nothing to review" in empty.content.decode()

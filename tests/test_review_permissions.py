@@ -24,6 +24,7 @@ VIEWS = [
     ("review:label_post", "post", "episode", {"verdict": "SUCCESS"}, "reviewer"),
     ("review:adjudicate_post", "post", "episode", {"verdict": "SUCCESS", "reason": "checked"}, "adjudicator"),
     ("review:queue_create", "post", None, {"name": "mine", "kind": "filter"}, "reviewer"),
+    ("review:queue_from_episodes", "post", None, {"episode_ids": "EPISODE"}, "reviewer"),
     ("review:queue_next", "post", "queue", {}, "reviewer"),
     ("review:queue_release", "post", "queue", {}, "reviewer"),
 ]
@@ -62,6 +63,7 @@ def _client(role: str | None, anonymous: bool = False) -> Client:
 @pytest.mark.parametrize(("name", "method", "args_key", "data", "least"), VIEWS, ids=[v[0] for v in VIEWS])
 def test_permission_matrix(objects, name, method, args_key, data, least):
     url = _url(name, args_key, objects)
+    data = {k: (str(objects["episode"].pk) if v == "EPISODE" else v) for k, v in data.items()}
     anonymous = getattr(_client(None, anonymous=True), method)(url, data)
     assert anonymous.status_code == 302 and anonymous["Location"].startswith(reverse("login"))
     for role in ROLES:

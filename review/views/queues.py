@@ -14,6 +14,7 @@ from review.models import FinalLabel, Label, Queue, Reservation
 from review.roles import Role, require_role
 from review.services import (
     ReviewError,
+    queue_create_from_episodes,
     queue_create_from_filters,
     queue_create_sample,
     queue_take_next,
@@ -58,6 +59,23 @@ def queue_create(request: HttpRequest) -> HttpResponse:
                                         filters=_filters_from(post), **common)
         else:
             queue = queue_create_from_filters(filters=_filters_from(post), judge_config_id=config, **common)
+    except ReviewError as exc:
+        messages.error(request, str(exc))
+        return redirect("review:queue_list")
+    return redirect(queue)
+
+
+@require_POST
+@require_role(Role.REVIEWER)
+def queue_from_episodes(request: HttpRequest) -> HttpResponse:
+    """Make a queue of exactly the posted episodes (`episode_ids`, repeated or comma separated) and open it; the
+    validate page posts its false positives here."""
+    raw = request.POST.getlist("episode_ids")
+    ids = [int(i) for value in raw for i in value.split(",") if i.strip().isdigit()]
+    try:
+        queue = queue_create_from_episodes(name=request.POST.get("name") or "Episodes to review", episode_ids=ids,
+                                           user=request.user, labels_needed=_int(request.POST.get("labels_needed"), 1),
+                                           blind=request.POST.get("blind") == "on")
     except ReviewError as exc:
         messages.error(request, str(exc))
         return redirect("review:queue_list")
