@@ -192,3 +192,13 @@ def test_validate_can_post_a_list_of_episodes_as_a_queue(reviewer_client):
     assert list(queue.members.values_list("episode_id", flat=True)) == [b.pk, a.pk]
     empty = reviewer_client.post(reverse("review:queue_from_episodes"), {"episode_ids": ""}, follow=True)
     assert "nothing to review" in empty.content.decode()
+
+
+def test_a_stratified_sample_queue_from_the_form(reviewer_client):
+    for verdict in ["SUCCESS", "SUCCESS", "NOT SUCCESS", "NONE"]:
+        JudgmentFactory(verdict=verdict)
+    response = reviewer_client.post(reverse("review:queue_create"), {"name": "sample", "kind": "sample",
+                                                                     "per_verdict": "1", "blind": "on"})
+    queue = Queue.objects.get(name="sample")
+    assert response["Location"] == queue.get_absolute_url()
+    assert sorted(queue.members.values_list("stratum", flat=True)) == ["NONE", "NOT SUCCESS", "SUCCESS"]
