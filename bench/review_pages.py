@@ -157,7 +157,9 @@ def main() -> int:
     client = Client()
     client.force_login(_user("bench-timer"))
     label_url, verdicts = reverse("review:label_post", args=[episode.pk]), iter(["SUCCESS", "NOT SUCCESS"] * 1000)
-    print(f"{Run.objects.get(name=RUN_NAME).episodes.count():,} episodes; queue '{queue.name}'")
+    print(f"{Run.objects.get(name=RUN_NAME).episodes.count():,} episodes; queue '{queue.name}'; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (times are wall clock: a busy machine "
+          f"inflates them)")
     _time("queue page", lambda: client.get(queue.get_absolute_url()), args.repeat)
     _time("episode page", lambda: client.get(f"{episode.get_absolute_url()}?queue={queue.pk}"), args.repeat)
     _time("label post", lambda: client.post(label_url, {"verdict": next(verdicts), "queue": queue.pk},
