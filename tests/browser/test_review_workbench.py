@@ -96,3 +96,19 @@ def test_hostile_markup_in_an_episode_is_shown_as_text_and_runs_nothing(page, li
     assert page.title() == f"{episode.task.task_id} · Taskgen Review"
     assert page.locator("pre.answer").inner_text() == EVIL
     assert page.locator("pre.screen-text").inner_text() == EVIL
+
+
+def test_blind_queue_reveals_the_judge_after_the_keyboard_label(page, live_server):
+    from review.services import queue_create_from_filters
+
+    episode = JudgmentFactory(verdict="SUCCESS", parts=[{"part": "find it", "done": True, "evidence": "seen"}]).episode
+    UserFactory(username="bea", role="reviewer")
+    queue = queue_create_from_filters(name="blind audit", filters={}, user=None, blind=True)
+    _log_in(page, live_server, "bea")
+    page.goto(f"{live_server.url}{episode.get_absolute_url()}?queue={queue.pk}")
+    page.wait_for_load_state("networkidle")
+    assert "Blind review" in page.locator("#judgments").inner_text()
+    page.keyboard.press("2")
+    page.locator("#judgments .judgment", has_text="find it").wait_for()
+    assert "SUCCESS" in page.locator("#judgments").inner_text()
+    assert Label.objects.get(reviewer__username="bea").verdict == "NOT SUCCESS"
