@@ -95,6 +95,8 @@ class Queue(models.Model):
     labels_needed = models.PositiveSmallIntegerField(default=1, help_text="K: labels per episode before it is done")
     blind = models.BooleanField(default=False, help_text="hide the judge and other labels until the reviewer labels")
     sample_size = models.PositiveIntegerField(default=0, help_text="sample queues: episodes per judge verdict")
+    sample_population = models.JSONField(default=dict, blank=True,
+                                         help_text="sample queues: episodes per judge verdict when drawn (weights)")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -104,7 +104,8 @@ def sample_episode_ids(queue: Queue) -> set[int]:
 
 
 def sample_strata(queue: Queue) -> dict[str, set[int]]:
-    """A sample queue's episode ids per judge verdict (the strata), for weighting estimates on the validate page."""
+    """A sample queue's episode ids per judge verdict (the strata), for weighting estimates on the validate page;
+    `queue.sample_population` holds each stratum's size when the sample was drawn."""
     strata: dict[str, set[int]] = defaultdict(set)
     for episode_id, stratum in QueueMember.objects.filter(queue=queue).values_list("episode_id", "stratum"):
         strata[stratum].add(episode_id)

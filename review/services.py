@@ -159,6 +159,8 @@ def queue_create_sample(*, name: str, per_verdict: int, user, judge_config_id: i
             judged = judged.filter(config_id=judge_config_id)
         population[stratum] = list(scope.filter(pk__in=judged.values("episode_id")).values_list("pk", flat=True))
     drawn = queues.sample_draw(population=population, per_stratum=per_verdict)
+    queue.sample_population = {stratum: len(ids) for stratum, ids in population.items()}
+    queue.save(update_fields=["sample_population"])
     QueueMember.objects.bulk_create(
         QueueMember(queue=queue, episode_id=e, stratum=s, position=n) for n, (e, s) in enumerate(drawn))
     return queue

@@ -92,6 +92,7 @@ def test_random_sample_is_stratified_by_verdict_and_fixed_by_the_seed(settings):
     assert queues.sample_episode_ids(first) == queues.sample_episode_ids(again)
     strata = queues.sample_strata(first)
     assert {k: len(v) for k, v in strata.items()} == {"SUCCESS": 2, "NOT SUCCESS": 2, "NONE": 2}
+    assert first.sample_population == {"SUCCESS": 4, "NOT SUCCESS": 4, "NONE": 4}
     settings.SAMPLE_SEED = 7
     drawn = [queues.sample_draw(population={"SUCCESS": list(range(100))}, per_stratum=5) for _ in range(2)]
     assert drawn[0] == drawn[1]
