@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from review import queues
 from review.models import FinalLabel, Label, LabelChange, LabelVerdict, Queue, QueueMember, Reservation
-from taskgen.models import Episode, Judgment
+from taskgen.models import Episode, JudgeConfig, Judgment
 
 
 class ReviewError(ValueError):
@@ -117,7 +117,7 @@ def queues_builtin_ensure() -> None:
 def queue_create_from_filters(*, name: str, filters: dict, user, labels_needed: int = 1, blind: bool = False,
                               judge_config_id: int | None = None) -> Queue:
     """Save a filter (runs, sites, task_kind, verdicts, tags) as a queue."""
-    _check_queue_args(name=name, labels_needed=labels_needed)
+    _check_queue_args(name=name, labels_needed=labels_needed, judge_config_id=judge_config_id)
     kept = {k: v for k, v in filters.items() if k in {"runs", "sites", "task_kind", "verdicts", "tags"} and v}
     return Queue.objects.create(name=name.strip(), kind=Queue.Kind.FILTER, filters=kept, created_by=user,
                                 labels_needed=labels_needed, blind=blind, judge_config_id=judge_config_id)
@@ -145,7 +145,7 @@ def queue_create_from_episodes(*, name: str, episode_ids: list[int], user, label
 def queue_create_sample(*, name: str, per_verdict: int, user, judge_config_id: int | None = None,
                         filters: dict | None = None, labels_needed: int = 1, blind: bool = True) -> Queue:
     """A random sample stratified by judge verdict (per_verdict from each), fixed by settings.SAMPLE_SEED."""
-    _check_queue_args(name=name, labels_needed=labels_needed)
+    _check_queue_args(name=name, labels_needed=labels_needed, judge_config_id=judge_config_id)
     if per_verdict < 1:
         raise ReviewError("a sample needs at least one episode per verdict")
     queue = Queue.objects.create(name=name.strip(), kind=Queue.Kind.SAMPLE, created_by=user, filters=filters or {},
@@ -166,11 +166,13 @@ def queue_create_sample(*, name: str, per_verdict: int, user, judge_config_id: i
     return queue
 
 
-def _check_queue_args(*, name: str, labels_needed: int) -> None:
+def _check_queue_args(*, name: str, labels_needed: int, judge_config_id: int | None = None) -> None:
     if not name.strip():
         raise ReviewError("give the queue a name")
     if not 1 <= labels_needed <= 10:
         raise ReviewError("labels per episode (K) must be between 1 and 10")
+    if judge_config_id and not JudgeConfig.objects.filter(pk=judge_config_id).exists():
+        raise ReviewError(f"no judge config with id {judge_config_id}")
 
 
 def queue_take_next(*, queue: Queue, reviewer, skip: int | None = None) -> Episode | None:

@@ -150,6 +150,9 @@ def test_queue_create_from_the_form(reviewer_client):
     assert (queue.labels_needed, queue.blind, queue.filters["sites"]) == (2, True, [episode.site.slug])
     bad = reviewer_client.post(reverse("review:queue_create"), {"name": " ", "kind": "filter"}, follow=True)
     assert "give the queue a name" in bad.content.decode()
+    bad = reviewer_client.post(reverse("review:queue_create"), {"name": "x", "judge_config": "987654"}, follow=True)
+    assert "no judge config with id 987654" in bad.content.decode()
+    assert Queue.objects.filter(builtin=False).count() == 1
 
 
 @pytest.mark.parametrize("size", [1, 30])

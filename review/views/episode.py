@@ -19,7 +19,8 @@ SUGGESTED_TAGS = ["side effect missed", "wrong answer accepted", "evidence misre
 
 def _queue_from(request: HttpRequest) -> Queue | None:
     raw = request.GET.get("queue") or request.POST.get("queue") or ""
-    return Queue.objects.filter(pk=int(raw)).first() if raw.isdigit() else None
+    # a sane length first: a 30-digit id would overflow PostgreSQL's bigint and fail as a 500
+    return Queue.objects.filter(pk=int(raw)).first() if raw.isdigit() and len(raw) < 15 else None
 
 
 def _episode_url(episode_id: int, queue: Queue | None) -> str:

@@ -37,13 +37,14 @@ def queue_list(request: HttpRequest) -> HttpResponse:
 def _filters_from(post) -> dict:
     split = [s.strip() for s in post.get("sites", "").split(",") if s.strip()]
     tags = [t.strip() for t in post.get("tags", "").split(",") if t.strip()]
-    runs = [int(r) for r in post.getlist("runs") if r.isdigit()]
+    runs = [r for r in (_int(v, 0) for v in post.getlist("runs")) if r]
     return {"runs": runs, "sites": split, "task_kind": post.get("task_kind", ""),
             "verdicts": post.getlist("verdicts"), "tags": tags}
 
 
-def _int(value: str, default: int) -> int:
-    return int(value) if str(value).isdigit() else default
+def _int(value: str | None, default: int) -> int:
+    """A form's whole number; anything else (or one long enough to overflow the database) is the default."""
+    return int(value) if str(value).isdigit() and len(str(value)) < 15 else default
 
 
 @require_POST
@@ -71,7 +72,7 @@ def queue_from_episodes(request: HttpRequest) -> HttpResponse:
     """Make a queue of exactly the posted episodes (`episode_ids`, repeated or comma separated) and open it; the
     validate page posts its false positives here."""
     raw = request.POST.getlist("episode_ids")
-    ids = [int(i) for value in raw for i in value.split(",") if i.strip().isdigit()]
+    ids = [_int(i.strip(), 0) for value in raw for i in value.split(",") if i.strip()]
     try:
         queue = queue_create_from_episodes(name=request.POST.get("name") or "Episodes to review", episode_ids=ids,
                                            user=request.user, labels_needed=_int(request.POST.get("labels_needed"), 1),
@@ -101,8 +102,8 @@ def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def queue_next(request: HttpRequest, pk: int) -> HttpResponse:
     """Reserve the next item for this reviewer and open it; back to the queue page when nothing is left."""
     queue = get_object_or_404(Queue, pk=pk)
-    skip = request.POST.get("skip", "")
-    episode = queue_take_next(queue=queue, reviewer=request.user, skip=int(skip) if skip.isdigit() else None)
+    skip = _int(request.POST.get("skip"), 0) or None
+    episode = queue_take_next(queue=queue, reviewer=request.user, skip=skip)
     if episode is None:
         messages.info(request, "Nothing left for you in this queue: every episode has its labels or is taken.")
         return redirect(queue)
