@@ -10,6 +10,7 @@ urlpatterns = [
     path("queues/new/", queues.queue_create, name="queue_create"),
     path("queues/from-episodes/", queues.queue_from_episodes, name="queue_from_episodes"),
     path("queues/<int:pk>/", queues.queue_detail, name="queue_detail"),
+    path("queues/<int:pk>/progress/", queues.queue_progress_cell, name="queue_progress"),
     path("queues/<int:pk>/next/", queues.queue_next, name="queue_next"),
     path("queues/<int:pk>/previous/<int:episode_pk>/", queues.queue_previous, name="queue_previous"),
     path("queues/<int:pk>/release/", queues.queue_release, name="queue_release"),

@@ -134,6 +134,8 @@ def test_queue_pages_show_progress_and_next_opens_a_reserved_item(reviewer_clien
     page = reviewer_client.get(reverse("review:queue_list")).content.decode()
     assert "False-positive audit" in page
     queue = Queue.objects.get(kind=Queue.Kind.FALSE_POSITIVE)
+    progress = reviewer_client.get(reverse("review:queue_progress", args=[queue.pk])).content.decode()
+    assert "<strong>0</strong> of 1 done (0%), 1 left" in progress
     response = reviewer_client.post(reverse("review:queue_next", args=[queue.pk]))
     assert response["Location"] == f"{episode.get_absolute_url()}?queue={queue.pk}"
     assert "reviewer-user" in reviewer_client.get(queue.get_absolute_url()).content.decode()  # reserved by
@@ -170,8 +172,10 @@ def test_queue_and_label_query_counts_are_fixed(reviewer_client, django_assert_m
     queue = Queue.objects.get(kind=Queue.Kind.FALSE_POSITIVE)
     with django_assert_max_num_queries(9):
         reviewer_client.get(queue.get_absolute_url())
-    with django_assert_max_num_queries(30):  # three per queue: five queues here, whatever their size
+    with django_assert_max_num_queries(8):
         reviewer_client.get(reverse("review:queue_list"))
+    with django_assert_max_num_queries(8):
+        reviewer_client.get(reverse("review:queue_progress", args=[queue.pk]))
     with django_assert_max_num_queries(18):
         reviewer_client.post(reverse("review:label_post", args=[episodes[0].pk]), {"verdict": "SUCCESS"},
                              HTTP_HX_REQUEST="true")

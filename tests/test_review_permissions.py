@@ -19,6 +19,7 @@ VIEWS = [
     ("review:episode_detail", "get", "episode", {}, "viewer"),
     ("review:queue_list", "get", None, {}, "viewer"),
     ("review:queue_detail", "get", "queue", {}, "viewer"),
+    ("review:queue_progress", "get", "queue", {}, "viewer"),
     ("review:queue_previous", "get", "queue+episode", {}, "viewer"),
     ("review:adjudication", "get", None, {}, "adjudicator"),
     ("review:label_post", "post", "episode", {"verdict": "SUCCESS"}, "reviewer"),

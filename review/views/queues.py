@@ -28,8 +28,10 @@ from taskgen.models import Episode, JudgeConfig, Run, Task
 @require_role(Role.VIEWER)
 def queue_list(request: HttpRequest) -> HttpResponse:
     queues_builtin_ensure()
-    rows = [{"queue": q, "progress": queues.queue_progress(q)} for q in Queue.objects.select_related("judge_config")]
-    context = {"rows": rows, "runs": Run.objects.only("id", "name"), "configs": JudgeConfig.objects.all(),
+    # Progress is counted per queue by `queue_progress_cell`, loaded by htmx: on a large database each count takes
+    # a scan, and the list should show at once.
+    context = {"queues": Queue.objects.select_related("judge_config"), "runs": Run.objects.only("id", "name"),
+               "configs": JudgeConfig.objects.all(),
                "task_kinds": Task.Kind.choices, "verdicts": ["SUCCESS", "NOT SUCCESS", "NONE"]}
     return render(request, "review/queue_list.html", context)
 
@@ -64,6 +66,14 @@ def queue_create(request: HttpRequest) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("review:queue_list")
     return redirect(queue)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def queue_progress_cell(request: HttpRequest, pk: int) -> HttpResponse:
+    """One queue's progress line for the queue list (an htmx partial)."""
+    queue = get_object_or_404(Queue, pk=pk)
+    return render(request, "review/_queue_progress.html", {"queue": queue, "progress": queues.queue_progress(queue)})
 
 
 @require_POST

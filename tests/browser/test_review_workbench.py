@@ -112,3 +112,13 @@ def test_blind_queue_reveals_the_judge_after_the_keyboard_label(page, live_serve
     page.locator("#judgments .judgment", has_text="find it").wait_for()
     assert "SUCCESS" in page.locator("#judgments").inner_text()
     assert Label.objects.get(reviewer__username="bea").verdict == "NOT SUCCESS"
+
+
+def test_queue_list_fills_in_each_queue_s_progress(page, live_server):
+    JudgmentFactory(verdict="SUCCESS")
+    UserFactory(username="vera", role="viewer")
+    _log_in(page, live_server, "vera")
+    page.goto(f"{live_server.url}/queues/")
+    row = page.locator("tr", has_text="False-positive audit")
+    row.locator(".queue-progress").wait_for()
+    assert "0 of 1 done (0%), 1 left" in row.inner_text()
