@@ -1,0 +1,171 @@
+"""Server time of the review pages on a full database: the queue page, the episode page and a label post.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/SCRATCH_DB .venv/bin/python bench/review_pages.py [--episodes N]
+
+Point DATABASE_URL at a scratch PostgreSQL database: the script migrates it and fills it once with N episodes (100,000
+by default) through COPY, then reuses them on later runs. The episode it opens has 30 screenshots, 300 request-log
+lines and 50 data changes. Times are measured in-process with Django's test client (server time, no network) and
+printed as p50/p95 against the issue's targets (queue page 100 ms, episode page 80 ms, label post 50 ms).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
+os.environ.setdefault("TASKGEN_MEDIA_ROOT", str(Path(tempfile.gettempdir()) / "taskgen-bench-media"))
+
+RUN_NAME = "bench-review-pages"
+TARGETS_MS = {"queue page": 100, "episode page": 80, "label post": 50}
+
+
+def _copy(model, objects) -> None:
+    """Insert model instances with PostgreSQL COPY (about ten times faster than bulk_create at this size)."""
+    from django.db import connection
+
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    with connection.cursor() as cursor, cursor.cursor.copy(
+            f"COPY {model._meta.db_table} ({columns}) FROM STDIN") as copy:
+        for obj in objects:
+            copy.write_row([f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields])
+
+
+def _png(n: int) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (1280, 800), (n * 8 % 256, 90, 160)).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def _heavy_evidence() -> dict:
+    log = [{"method": "POST" if n % 10 == 0 else "GET", "path": f"/sites/shop/items/{n}" if n % 7 else "/static/a.css",
+            "query": {"q": f"lamp {n}", "page": n % 5}, "body": {"qty": n, "csrf_token": "t"} if n % 10 == 0 else None,
+            "status": 200} for n in range(300)]
+    changes = [{"collection": "cart_items", "op": "update", "before": {"id": n, "qty": 1, "name": f"item {n}"},
+                "after": {"id": n, "qty": 2, "name": f"item {n}"}} for n in range(50)]
+    actions = [{"click": {"index": n}} for n in range(30)]
+    return {"request_log": log, "data_changes": changes, "actions": actions, "steps": 30,
+            "answer": "The cart now holds two of each item.", "screen_text": ["home", "Cart: 50 items"]}
+
+
+def _user(username: str):
+    from django.contrib.auth.models import Group, User
+
+    user, _ = User.objects.get_or_create(username=username)
+    user.groups.add(Group.objects.get_or_create(name="reviewer")[0])
+    return user
+
+
+def _fill(n_episodes: int) -> None:
+    from django.db import connection, transaction
+
+    from review.models import Label
+    from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, Task, VerifierResult
+    rng = random.Random(7)
+    started = time.perf_counter()
+    with transaction.atomic():
+        run = Run.objects.create(name=RUN_NAME)
+        sites = Site.objects.bulk_create(
+            [Site(slug=f"bench-site-{n}", name=f"Bench site {n}") for n in range(50)], ignore_conflicts=True)
+        sites = list(Site.objects.filter(slug__startswith="bench-site-"))
+        _copy(Task, (Task(task_id=f"bench-{n:07d}", site=sites[n % 50], instruction=f"Add item {n} to the cart",
+                          task_kind="action" if n % 3 else "info") for n in range(n_episodes)))
+        tasks = dict(Task.objects.filter(task_id__startswith="bench-").values_list("task_id", "id"))
+        small = {"actions": [{"click": {"index": 1}}, {"answer": {"text": "ok"}}], "answer": "ok", "steps": 2,
+                 "request_log": [{"method": "GET", "path": "/sites/shop/", "status": 200}]}
+        _copy(Episode, (Episode(run=run, task_id=tasks[f"bench-{n:07d}"], site=sites[n % 50],
+                                task_kind="action" if n % 3 else "info", task_order=n, **small)
+                        for n in range(n_episodes)))
+        ids = list(Episode.objects.filter(run=run).order_by("id").values_list("id", flat=True))
+        config = JudgeConfig.objects.get_or_create(provider="rules", model="rules-v1", prompt_version="v1")[0]
+        parts = [{"part": "add the item", "done": True, "evidence": "POST /sites/shop/items/10; cart_items update"}]
+        verdicts = ["SUCCESS"] * 5 + ["NOT SUCCESS"] * 4 + ["NONE"]
+        _copy(Judgment, (Judgment(episode_id=i, config=config, verdict=rng.choice(verdicts), parts=parts,
+                                  inconsistent=rng.random() < 0.03) for i in ids))
+        _copy(VerifierResult, (VerifierResult(episode_id=i, ok=rng.random() < 0.5, source="results.jsonl")
+                               for i in ids[::3]))
+        reviewers = [_user(f"bench-reviewer-{n}") for n in range(5)]
+        _copy(Label, (Label(episode_id=i, reviewer=reviewers[n % 5], verdict=rng.choice(verdicts[:-1]))
+                      for n, i in enumerate(ids[1:20000:2])))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")  # what autovacuum does soon after a bulk load; without it plans are blind
+    print(f"filled {n_episodes:,} episodes in {time.perf_counter() - started:.1f} s", flush=True)
+
+
+def _heavy_episode():
+    """The episode the bench opens: 30 screenshots, 300 log lines, 50 changes (made once, then reused)."""
+    from taskgen.blobs import blob_store_image
+    from taskgen.models import Episode, Screenshot
+
+    episode = Episode.objects.filter(run__name=RUN_NAME).order_by("id").first()
+    if not Screenshot.objects.filter(episode=episode).exists():
+        Episode.objects.filter(pk=episode.pk).update(**_heavy_evidence())
+        for n in range(30):
+            blob = blob_store_image(data=_png(n))
+            Screenshot.objects.create(episode=episode, step=n, name=f"step_{n}.png", blob=blob)
+    return episode
+
+
+def _time(label: str, call, repeat: int) -> None:
+    call()  # warm up: template compilation and connection setup are not what a reviewer waits for
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        response = call()
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code in (200, 302), f"{label}: HTTP {response.status_code}"
+    p50, p95 = statistics.median(times), statistics.quantiles(times, n=20)[-1]
+    verdict = "ok" if p95 <= TARGETS_MS[label] else "OVER TARGET"
+    print(f"{label:13s} p50 {p50:7.1f} ms   p95 {p95:7.1f} ms   target p95 <= {TARGETS_MS[label]} ms  {verdict}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=40)
+    args = parser.parse_args()
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        print("review_pages: skipped - set DATABASE_URL to a scratch PostgreSQL database to run it")
+        return 0
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.test import Client
+    from django.urls import reverse
+
+    from review.models import Queue
+    from review.services import queues_builtin_ensure
+    from taskgen.models import Run
+
+    call_command("migrate", verbosity=0)
+    if not Run.objects.filter(name=RUN_NAME).exists():
+        _fill(args.episodes)
+    episode = _heavy_episode()
+    queues_builtin_ensure()
+    queue = Queue.objects.get(builtin=True, kind=Queue.Kind.FALSE_POSITIVE)
+    client = Client()
+    client.force_login(_user("bench-timer"))
+    label_url, verdicts = reverse("review:label_post", args=[episode.pk]), iter(["SUCCESS", "NOT SUCCESS"] * 1000)
+    print(f"{Run.objects.get(name=RUN_NAME).episodes.count():,} episodes; queue '{queue.name}'; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (times are wall clock: a busy machine "
+          f"inflates them)")
+    _time("queue page", lambda: client.get(queue.get_absolute_url()), args.repeat)
+    _time("episode page", lambda: client.get(f"{episode.get_absolute_url()}?queue={queue.pk}"), args.repeat)
+    _time("label post", lambda: client.post(label_url, {"verdict": next(verdicts), "queue": queue.pk},
+                                             HTTP_HX_REQUEST="true"), args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""Writes of the review side: labels (with their audit log and the final label), adjudication, queues, reservations.
+
+The final human label (FinalLabel) is what validate and exports read. The rule, kept by `label_set` and
+`final_label_adjudicate`:
+
+- an adjudicated final label (an adjudicator's decision, with a reason) stands until an adjudicator changes it;
+- otherwise, when every label of the episode has the same verdict (one label, or all agreeing), the final label
+  follows that verdict (adjudicated=False) - an all-UNSURE episode gets final verdict UNSURE, which is no decision;
+- when labels disagree, the episode has no final label until an adjudicator decides.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from review import queues
+from review.models import FinalLabel, Label, LabelChange, LabelVerdict, Queue, QueueMember, Reservation
+from taskgen.models import Episode, JudgeConfig, Judgment
+
+
+class ReviewError(ValueError):
+    """A label, adjudication or queue request that cannot be carried out; the message says why."""
+
+
+def _clean_tags(tags: list[str]) -> list[str]:
+    seen: list[str] = []
+    for tag in tags:
+        tag = " ".join(str(tag).split())[:60]
+        if tag and tag not in seen:
+            seen.append(tag)
+    return seen
+
+
+def final_label_sync(*, episode: Episode) -> FinalLabel | None:
+    """Bring the episode's final label in line with its labels (see the module docstring for the rule)."""
+    final = FinalLabel.objects.select_for_update().filter(episode=episode).first()
+    if final and final.adjudicated:
+        return final
+    verdicts = set(Label.objects.filter(episode=episode).values_list("verdict", flat=True))
+    if len(verdicts) != 1:
+        if final:
+            final.delete()
+        return None
+    verdict = verdicts.pop()
+    if final is None:
+        return FinalLabel.objects.create(episode=episode, verdict=verdict)
+    if final.verdict != verdict:
+        final.verdict = verdict
+        final.save(update_fields=["verdict", "decided_at"])
+    return final
+
+
+@transaction.atomic
+def label_set(*, episode: Episode, reviewer, verdict: str, part_overrides: list[int] | None = None,
+              note: str = "", tags: list[str] | None = None) -> Label:
+    """Create or edit the reviewer's label of the episode, log the change, and keep the final label in sync.
+
+    `part_overrides` are indexes into the parts of the judgment shown beside the label form (the queue's judge
+    config's, else the first by provider and model). Labelling gives back the reviewer's reservation of the episode.
+    """
+    if verdict not in LabelVerdict.values:
+        raise ReviewError(f"unknown verdict {verdict!r}: use one of {', '.join(LabelVerdict.values)}")
+    after = {"verdict": verdict, "part_overrides": sorted({int(i) for i in part_overrides or []}),
+             "note": note.strip(), "tags": _clean_tags(tags or [])}
+    label = Label.objects.select_for_update().filter(episode=episode, reviewer=reviewer).first()
+    before = label.as_record() if label else None
+    if before == after:
+        return label
+    if label is None:
+        label = Label(episode=episode, reviewer=reviewer)
+    for field, value in after.items():
+        setattr(label, field, value)
+    label.save()
+    LabelChange.objects.create(label=label, changed_by=reviewer, before=before, after=after)
+    final_label_sync(episode=episode)
+    Reservation.objects.filter(episode=episode, reviewer=reviewer).delete()
+    return label
+
+
+@transaction.atomic
+def final_label_adjudicate(*, episode: Episode, adjudicator, verdict: str, reason: str) -> FinalLabel:
+    """An adjudicator settles the episode's final label; the reason is required and kept."""
+    if verdict not in LabelVerdict.values:
+        raise ReviewError(f"unknown verdict {verdict!r}")
+    if not reason.strip():
+        raise ReviewError("say why: an adjudication needs a reason")
+    final, _ = FinalLabel.objects.update_or_create(
+        episode=episode,
+        defaults={"verdict": verdict, "reason": reason.strip(), "adjudicated": True, "decided_by": adjudicator},
+    )
+    return final
+
+
+BUILTIN_QUEUES = [
+    (Queue.Kind.FALSE_POSITIVE, "False-positive audit", False),
+    (Queue.Kind.DISAGREE, "Judge and verifier disagree", False),
+    (Queue.Kind.INCONSISTENT, "Verdict inconsistent with its parts", False),
+    (Queue.Kind.NO_VERDICT, "No verdict", False),
+]
+
+
+def queues_builtin_ensure() -> None:
+    """Create the built-in queues once (cheap when they exist: one query)."""
+    have = set(Queue.objects.filter(builtin=True).values_list("kind", flat=True))
+    for kind, name, blind in BUILTIN_QUEUES:
+        if kind not in have:
+            try:
+                with transaction.atomic():
+                    Queue.objects.create(kind=kind, name=name, builtin=True, blind=blind)
+            except IntegrityError:
+                pass  # another request made it at the same moment
+
+
+def queue_create_from_filters(*, name: str, filters: dict, user, labels_needed: int = 1, blind: bool = False,
+                              judge_config_id: int | None = None) -> Queue:
+    """Save a filter (runs, sites, task_kind, verdicts, tags) as a queue."""
+    _check_queue_args(name=name, labels_needed=labels_needed, judge_config_id=judge_config_id)
+    kept = {k: v for k, v in filters.items() if k in {"runs", "sites", "task_kind", "verdicts", "tags"} and v}
+    return Queue.objects.create(name=name.strip(), kind=Queue.Kind.FILTER, filters=kept, created_by=user,
+                                labels_needed=labels_needed, blind=blind, judge_config_id=judge_config_id)
+
+
+@transaction.atomic
+def queue_create_from_episodes(*, name: str, episode_ids: list[int], user, labels_needed: int = 1,
+                               blind: bool = False) -> Queue:
+    """A queue of exactly these episodes, in this order (validate links "review these false positives" here)."""
+    _check_queue_args(name=name, labels_needed=labels_needed)
+    ordered = list(dict.fromkeys(int(i) for i in episode_ids))
+    if not ordered:
+        raise ReviewError("no episodes given: there is nothing to review")
+    found = set(Episode.objects.filter(pk__in=ordered).values_list("pk", flat=True))
+    if missing := [i for i in ordered if i not in found]:
+        raise ReviewError(f"no such episodes: {', '.join(map(str, missing[:10]))}")
+    queue = Queue.objects.create(name=name.strip(), kind=Queue.Kind.EPISODES, created_by=user,
+                                 labels_needed=labels_needed, blind=blind)
+    QueueMember.objects.bulk_create(
+        QueueMember(queue=queue, episode_id=e, position=n) for n, e in enumerate(ordered))
+    return queue
+
+
+@transaction.atomic
+def queue_create_sample(*, name: str, per_verdict: int, user, judge_config_id: int | None = None,
+                        filters: dict | None = None, labels_needed: int = 1, blind: bool = True) -> Queue:
+    """A random sample stratified by judge verdict (per_verdict from each), fixed by settings.SAMPLE_SEED."""
+    _check_queue_args(name=name, labels_needed=labels_needed, judge_config_id=judge_config_id)
+    if per_verdict < 1:
+        raise ReviewError("a sample needs at least one episode per verdict")
+    queue = Queue.objects.create(name=name.strip(), kind=Queue.Kind.SAMPLE, created_by=user, filters=filters or {},
+                                 sample_size=per_verdict, labels_needed=labels_needed, blind=blind,
+                                 judge_config_id=judge_config_id)
+    population: dict[str, list[int]] = {}
+    scope = Episode.objects.filter(queues._filter_condition(queue))
+    for stratum in queues.SAMPLE_STRATA:
+        judged = Judgment.objects.filter(verdict=stratum)
+        if judge_config_id:
+            judged = judged.filter(config_id=judge_config_id)
+        population[stratum] = list(scope.filter(pk__in=judged.values("episode_id")).values_list("pk", flat=True))
+    drawn = queues.sample_draw(population=population, per_stratum=per_verdict)
+    queue.sample_population = {stratum: len(ids) for stratum, ids in population.items()}
+    queue.save(update_fields=["sample_population"])
+    QueueMember.objects.bulk_create(
+        QueueMember(queue=queue, episode_id=e, stratum=s, position=n) for n, (e, s) in enumerate(drawn))
+    return queue
+
+
+def _check_queue_args(*, name: str, labels_needed: int, judge_config_id: int | None = None) -> None:
+    if not name.strip():
+        raise ReviewError("give the queue a name")
+    if not 1 <= labels_needed <= 10:
+        raise ReviewError("labels per episode (K) must be between 1 and 10")
+    if judge_config_id and not JudgeConfig.objects.filter(pk=judge_config_id).exists():
+        raise ReviewError(f"no judge config with id {judge_config_id}")
+
+
+def queue_take_next(*, queue: Queue, reviewer, skip: int | None = None) -> Episode | None:
+    """Reserve the next open episode of the queue for this reviewer, or None when nothing is left for them.
+
+    The reviewer's own live reservation comes back first (a reload does not skip an item). `skip` is the episode the
+    reviewer moves on from without labelling: its reservation is given back and it is not offered this time. Two
+    reviewers asking at once get different episodes: on PostgreSQL the candidate row is locked with SKIP LOCKED;
+    elsewhere the reservation's unique (queue, episode) constraint and a conditional update decide who wins.
+    """
+    now = timezone.now()
+    if skip:
+        Reservation.objects.filter(queue=queue, reviewer=reviewer, episode_id=skip).delete()
+    held = (Reservation.objects.filter(queue=queue, reviewer=reviewer, expires_at__gt=now)
+            .filter(episode__in=queues.queue_available(queue, reviewer).values("pk")).select_related("episode").first())
+    if held:
+        return held.episode
+    for _attempt in range(20):
+        episode = _claim_one(queue=queue, reviewer=reviewer, skip=skip)
+        if episode is not False:
+            return episode
+    return None
+
+
+def _claim_one(*, queue: Queue, reviewer, skip: int | None):
+    """One try at reserving an item: the episode, None when the queue is empty for this reviewer, False on a race."""
+    with transaction.atomic():
+        candidates = queues.queue_available(queue, reviewer).exclude(pk=skip or 0)
+        if connection.features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
+        episode = candidates.first()
+        if episode is None:
+            return None
+        return episode if _reserve(queue=queue, episode=episode, reviewer=reviewer) else False
+
+
+def _reserve(*, queue: Queue, episode: Episode, reviewer) -> bool:
+    now = timezone.now()
+    until = now + timedelta(minutes=settings.REVIEW_RESERVATION_MINUTES)
+    # Take over an expired (or our own) reservation only if it is still expired when we write: a conditional update.
+    taken = Reservation.objects.filter(queue=queue, episode=episode).filter(
+        expires_at__lte=now) | Reservation.objects.filter(queue=queue, episode=episode, reviewer=reviewer)
+    if taken.update(reviewer=reviewer, expires_at=until):
+        return True
+    try:
+        with transaction.atomic():
+            Reservation.objects.create(queue=queue, episode=episode, reviewer=reviewer, expires_at=until)
+    except IntegrityError:
+        return False  # someone else reserved it between our read and our write
+    return True
+
+
+def reservation_release(*, queue: Queue, reviewer) -> int:
+    """Give back every item the reviewer holds in the queue (e.g. when they stop)."""
+    return Reservation.objects.filter(queue=queue, reviewer=reviewer).delete()[0]

@@ -1,0 +1,116 @@
+"""The episode page as a review workbench, and the label and adjudication posts made from it."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from review import workbench
+from review.models import LabelVerdict, Queue, Reservation
+from review.roles import Role, has_role, require_role
+from review.services import ReviewError, final_label_adjudicate, label_set
+from taskgen.models import Episode
+
+SUGGESTED_TAGS = ["side effect missed", "wrong answer accepted", "evidence misread", "partial task", "judge too strict"]
+
+
+def _queue_from(request: HttpRequest) -> Queue | None:
+    raw = request.GET.get("queue") or request.POST.get("queue") or ""
+    # a sane length first: a 30-digit id would overflow PostgreSQL's bigint and fail as a 500
+    return Queue.objects.filter(pk=int(raw)).first() if raw.isdigit() and len(raw) < 15 else None
+
+
+def _episode_url(episode_id: int, queue: Queue | None) -> str:
+    url = reverse("review:episode_detail", args=[episode_id])
+    return f"{url}?queue={queue.pk}" if queue else url
+
+
+def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | None, *, evidence: bool = True) -> dict:
+    """Everything the page and its partials render; blind queues hide the judge and other labels until you label.
+    With `evidence=False` (the label panel alone) the steps, request log and changes are left out."""
+    my_label = next((lb for lb in episode.label_list if lb.reviewer_id == request.user.pk), None)
+    can_review = has_role(request.user, Role.REVIEWER)
+    blind = bool(queue and queue.blind and can_review and my_label is None)
+    reqs, chgs = (workbench.requests(episode), workbench.changes(episode)) if evidence else ([], [])
+    judged = workbench.judgments_with_citations(episode, reqs, chgs)
+    verdicts = {lb.verdict for lb in episode.label_list}
+    return {
+        "episode": episode, "queue": queue, "blind": blind, "my_label": my_label,
+        "other_labels": [lb for lb in episode.label_list if lb.reviewer_id != request.user.pk],
+        "steps": workbench.steps(episode) if evidence else [],
+        "actions": [workbench.action_line(a) for a in episode.actions or []] if evidence else [],
+        "requests": reqs, "noise_count": sum(r.is_noise for r in reqs), "changes": chgs, "judged": judged,
+        "primary": _primary_judgment(judged, queue),
+        "labels_disagree": len(verdicts) > 1 or verdicts == {LabelVerdict.UNSURE},
+        "verdict_choices": LabelVerdict.choices, "suggested_tags": SUGGESTED_TAGS,
+        "episode_url": _episode_url(episode.pk, queue),
+    }
+
+
+def _primary_judgment(judged: list[dict], queue: Queue | None) -> dict | None:
+    """The judgment whose parts a label's part_overrides point into: the queue's judge config's, else the first."""
+    wanted = queue.judge_config_id if queue else None
+    return next((j for j in judged if j["judgment"].config_id == wanted), judged[0] if judged else None)
+
+
+def _reservation(queue: Queue | None, episode: Episode) -> Reservation | None:
+    if queue is None:
+        return None
+    live = Reservation.objects.filter(queue=queue, episode=episode, expires_at__gt=timezone.now())
+    return live.select_related("reviewer").first()
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def episode_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    episode, queue = workbench.episode_for_workbench(pk), _queue_from(request)
+    context = workbench_context(request, episode, queue)
+    context["reservation"] = _reservation(queue, episode)
+    return render(request, "review/episode_detail.html", context)
+
+
+def _parse_label_form(post) -> dict:
+    parts = [int(p) for p in post.getlist("part_overrides") if p.isdigit()]
+    tags = [t for t in post.get("tags", "").split(",")] + post.getlist("tag")
+    return {"verdict": post.get("verdict", ""), "part_overrides": parts, "note": post.get("note", ""), "tags": tags}
+
+
+@require_POST
+@require_role(Role.REVIEWER)
+def label_post(request: HttpRequest, pk: int) -> HttpResponse:
+    """Save the reviewer's label: htmx gets the label panel back (and the judge panel if it was hidden); a plain
+    form post is redirected back to the page."""
+    episode = get_object_or_404(Episode, pk=pk)
+    queue = _queue_from(request)
+    error = ""
+    try:
+        label_set(episode=episode, reviewer=request.user, **_parse_label_form(request.POST))
+    except ReviewError as exc:
+        error = str(exc)
+    if not request.htmx:
+        if error:
+            messages.error(request, error)
+        return redirect(_episode_url(pk, queue))
+    reveal = bool(queue and queue.blind)  # the judge panel was hidden: send it along, with its evidence links
+    episode = workbench.episode_for_workbench(pk, evidence=reveal)
+    context = workbench_context(request, episode, queue, evidence=reveal)
+    context.update(label_error=error, reveal=reveal)
+    # 200 even on a refused label: htmx swaps only 2xx answers, and the panel is where the reviewer reads why
+    return render(request, "review/_label_response.html", context)
+
+
+@require_POST
+@require_role(Role.ADJUDICATOR)
+def adjudicate_post(request: HttpRequest, pk: int) -> HttpResponse:
+    episode = get_object_or_404(Episode, pk=pk)
+    try:
+        final_label_adjudicate(episode=episode, adjudicator=request.user, verdict=request.POST.get("verdict", ""),
+                               reason=request.POST.get("reason", ""))
+        messages.success(request, "Final label set.")
+    except ReviewError as exc:
+        messages.error(request, str(exc))
+    return redirect(request.POST.get("next_page") == "adjudication" and reverse("review:adjudication")
+                    or _episode_url(pk, _queue_from(request)))

@@ -1,0 +1,160 @@
+"""Review queues: the list with progress, one queue's page, taking the next item, stepping back, and the
+adjudication list of episodes whose labels disagree."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.db.models import Count, Exists, OuterRef, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from review import queues
+from review.models import FinalLabel, Label, Queue, Reservation
+from review.roles import Role, require_role
+from review.services import (
+    ReviewError,
+    queue_create_from_episodes,
+    queue_create_from_filters,
+    queue_create_sample,
+    queue_take_next,
+    queues_builtin_ensure,
+    reservation_release,
+)
+from taskgen.models import Episode, JudgeConfig, Run, Task
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def queue_list(request: HttpRequest) -> HttpResponse:
+    queues_builtin_ensure()
+    # Progress is counted per queue by `queue_progress_cell`, loaded by htmx: on a large database each count takes
+    # a scan, and the list should show at once.
+    context = {"queues": Queue.objects.select_related("judge_config"), "runs": Run.objects.only("id", "name"),
+               "configs": JudgeConfig.objects.all(),
+               "task_kinds": Task.Kind.choices, "verdicts": ["SUCCESS", "NOT SUCCESS", "NONE"]}
+    return render(request, "review/queue_list.html", context)
+
+
+def _filters_from(post) -> dict:
+    split = [s.strip() for s in post.get("sites", "").split(",") if s.strip()]
+    tags = [t.strip() for t in post.get("tags", "").split(",") if t.strip()]
+    runs = [r for r in (_int(v, 0) for v in post.getlist("runs")) if r]
+    return {"runs": runs, "sites": split, "task_kind": post.get("task_kind", ""),
+            "verdicts": post.getlist("verdicts"), "tags": tags}
+
+
+def _int(value: str | None, default: int) -> int:
+    """A form's whole number; anything else (or one long enough to overflow the database) is the default."""
+    return int(value) if str(value).isdigit() and len(str(value)) < 15 else default
+
+
+@require_POST
+@require_role(Role.REVIEWER)
+def queue_create(request: HttpRequest) -> HttpResponse:
+    post = request.POST
+    common = {"name": post.get("name", ""), "user": request.user, "labels_needed": _int(post.get("labels_needed"), 1),
+              "blind": post.get("blind") == "on"}
+    config = _int(post.get("judge_config"), 0) or None
+    try:
+        if post.get("kind") == "sample":
+            queue = queue_create_sample(per_verdict=_int(post.get("per_verdict"), 0), judge_config_id=config,
+                                        filters=_filters_from(post), **common)
+        else:
+            queue = queue_create_from_filters(filters=_filters_from(post), judge_config_id=config, **common)
+    except ReviewError as exc:
+        messages.error(request, str(exc))
+        return redirect("review:queue_list")
+    return redirect(queue)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def queue_progress_cell(request: HttpRequest, pk: int) -> HttpResponse:
+    """One queue's progress line for the queue list (an htmx partial)."""
+    queue = get_object_or_404(Queue, pk=pk)
+    return render(request, "review/_queue_progress.html", {"queue": queue, "progress": queues.queue_progress(queue)})
+
+
+@require_POST
+@require_role(Role.REVIEWER)
+def queue_from_episodes(request: HttpRequest) -> HttpResponse:
+    """Make a queue of exactly the posted episodes (`episode_ids`, repeated or comma separated) and open it; the
+    validate page posts its false positives here."""
+    raw = request.POST.getlist("episode_ids")
+    ids = [_int(i.strip(), 0) for value in raw for i in value.split(",") if i.strip()]
+    try:
+        queue = queue_create_from_episodes(name=request.POST.get("name") or "Episodes to review", episode_ids=ids,
+                                           user=request.user, labels_needed=_int(request.POST.get("labels_needed"), 1),
+                                           blind=request.POST.get("blind") == "on")
+    except ReviewError as exc:
+        messages.error(request, str(exc))
+        return redirect("review:queue_list")
+    return redirect(queue)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    queue = get_object_or_404(Queue.objects.select_related("judge_config"), pk=pk)
+    upcoming = list(queues.queue_open(queue).select_related("task", "site")
+                    .only("id", "task__task_id", "task__instruction", "site__slug")[:50])
+    held = dict(Reservation.objects.filter(queue=queue, episode__in=[e.pk for e in upcoming])
+                .values_list("episode_id", "reviewer__username"))
+    for episode in upcoming:
+        episode.held_by = held.get(episode.pk)
+    context = {"queue": queue, "progress": queues.queue_progress(queue), "upcoming": upcoming}
+    return render(request, "review/queue_detail.html", context)
+
+
+@require_POST
+@require_role(Role.REVIEWER)
+def queue_next(request: HttpRequest, pk: int) -> HttpResponse:
+    """Reserve the next item for this reviewer and open it; back to the queue page when nothing is left."""
+    queue = get_object_or_404(Queue, pk=pk)
+    skip = _int(request.POST.get("skip"), 0) or None
+    episode = queue_take_next(queue=queue, reviewer=request.user, skip=skip)
+    if episode is None:
+        messages.info(request, "Nothing left for you in this queue: every episode has its labels or is taken.")
+        return redirect(queue)
+    return redirect(f"{reverse('review:episode_detail', args=[episode.pk])}?queue={queue.pk}")
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def queue_previous(request: HttpRequest, pk: int, episode_pk: int) -> HttpResponse:
+    """The episode you labelled in this queue just before this one (P), or the queue page at the start."""
+    queue = get_object_or_404(Queue, pk=pk)
+    mine = Label.objects.filter(reviewer=request.user, episode__in=queues.queue_scope(queue).order_by().values("pk"))
+    current = mine.filter(episode_id=episode_pk).values_list("created_at", flat=True).first()
+    earlier = mine.exclude(episode_id=episode_pk)
+    if current:
+        earlier = earlier.filter(created_at__lt=current)
+    previous = earlier.order_by("-created_at", "-id").values_list("episode_id", flat=True).first()
+    if previous is None:
+        messages.info(request, "This is the first episode you labelled in this queue.")
+        return redirect(queue)
+    return redirect(f"{reverse('review:episode_detail', args=[previous])}?queue={queue.pk}")
+
+
+@require_POST
+@require_role(Role.REVIEWER)
+def queue_release(request: HttpRequest, pk: int) -> HttpResponse:
+    queue = get_object_or_404(Queue, pk=pk)
+    count = reservation_release(queue=queue, reviewer=request.user)
+    messages.info(request, f"Released {count} reserved episode(s).")
+    return redirect(queue)
+
+
+@require_GET
+@require_role(Role.ADJUDICATOR)
+def adjudication(request: HttpRequest) -> HttpResponse:
+    """Episodes whose labels disagree (or are all unsure) and that no adjudicator has settled yet."""
+    settled = FinalLabel.objects.filter(episode=OuterRef("pk"), adjudicated=True)
+    decided = FinalLabel.objects.filter(episode=OuterRef("pk")).exclude(verdict="UNSURE")
+    episodes = (Episode.objects.filter(~Exists(settled), ~Exists(decided), Exists(Label.objects.filter(
+        episode=OuterRef("pk")))).select_related("task", "site", "run")
+        .annotate(n_labels=Count("labels"), n_success=Count("labels", filter=Q(labels__verdict="SUCCESS")),
+                  n_not=Count("labels", filter=Q(labels__verdict="NOT SUCCESS")))
+        .order_by("id")[:200])
+    return render(request, "review/adjudication.html", {"episodes": episodes})
