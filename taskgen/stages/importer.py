@@ -1,0 +1,151 @@
+"""Import a reference run dir: its tasks, every episode folder, verifier results and an existing judge folder.
+
+Idempotent: each episode's files are hashed, so importing the same folder again changes nothing, a grown folder adds
+only its new episodes, and an episode whose files changed is rewritten. One bad episode or file never stops the
+import: it is skipped with a reason (a `Skip`), and one transaction per episode means nothing is left half-written.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from taskgen.models import Episode, Run
+from taskgen.stages.import_episode import episode_folder_check, episode_folder_read, episode_save
+from taskgen.stages.import_files import FileSkipped, ImportFailed, Skip, is_plain_name
+from taskgen.stages.import_results import judgments_import, verifier_results_import
+from taskgen.stages.import_tasks import TaskSet, tasks_file_locate, tasks_read, tasks_save
+
+__all__ = ["ImportFailed", "ImportSummary", "Skip", "import_run_dir"]
+
+
+@dataclass
+class ImportSummary:
+    """What one import did. Counts of verifier results and judgments are rows written (new or changed)."""
+
+    run: Run
+    episodes_added: int = 0
+    episodes_updated: int = 0
+    episodes_unchanged: int = 0
+    screenshots: int = 0
+    verifier_results: int = 0
+    verifier_results_unchanged: int = 0
+    judgments: int = 0
+    judgments_unchanged: int = 0
+    tasks_added: int = 0
+    tasks_updated: int = 0
+    skipped: list[Skip] = field(default_factory=list)
+
+    @property
+    def episodes_imported(self) -> int:
+        return self.episodes_added + self.episodes_updated + self.episodes_unchanged
+
+    def as_dict(self) -> dict:
+        data = {k: v for k, v in asdict(self).items() if k not in ("run", "skipped")}
+        data.update(run=self.run.name, run_id=self.run.pk,
+                    skipped=[{"path": s.path, "reason": s.reason} for s in self.skipped])
+        return data
+
+
+def _shown(path: Path, base: Path) -> str:
+    """A path as the summary names it: relative to the folder that holds the run dir when it is below it."""
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def _run_for(*, run_dir: Path, tasks_path: Path, name: str | None) -> Run:
+    name = name or run_dir.name
+    if len(name) > 200:
+        raise ImportFailed("the run name is longer than 200 characters")
+    run, created = Run.objects.get_or_create(
+        name=name, defaults={"source_dir": str(run_dir), "tasks_file": str(tasks_path), "origin": Run.Origin.IMPORT})
+    if not created and run.source_dir and run.source_dir != str(run_dir):
+        raise ImportFailed(f"a run named {name!r} was imported from {run.source_dir}; pass --name to import "
+                           f"{run_dir} as another run")
+    if not created and (run.source_dir, run.tasks_file) != (str(run_dir), str(tasks_path)):
+        run.source_dir, run.tasks_file = str(run_dir), str(tasks_path)
+        run.save(update_fields=["source_dir", "tasks_file", "updated_at"])
+    return run
+
+
+def _episode_folders(run_dir: Path, task_set: TaskSet, base: Path, summary: ImportSummary) -> list[Path]:
+    folders = []
+    for path in sorted(run_dir.iterdir()):
+        if path.name.startswith(".") or not path.is_dir():
+            continue
+        if not is_plain_name(path.name):
+            summary.skipped.append(Skip(_shown(path, base), "folder name is not a plain task id"))
+        elif path.name not in task_set.tasks:
+            summary.skipped.append(Skip(_shown(path, base), "no line for this task id in the tasks file"))
+        else:
+            folders.append(path)
+    return folders
+
+
+def _import_episode(*, folder: Path, root: Path, base: Path, run: Run, task_set: TaskSet,
+                    existing: dict[str, tuple[int, str]], blob_ids: dict[str, int], summary: ImportSummary) -> None:
+    task_id, shown = folder.name, _shown(folder, base)
+    line = task_set.lines[task_id]
+    try:
+        ep = episode_folder_read(folder=folder, root=root, shown=shown, line=line)
+    except FileSkipped as exc:
+        summary.skipped.append(Skip(shown, str(exc)))
+        return
+    episode_id, old_hash = existing.get(task_id, (None, ""))
+    if episode_id is not None and old_hash == ep.content_hash:
+        summary.episodes_unchanged += 1
+        return
+    try:
+        checked = episode_folder_check(ep)
+    except FileSkipped as exc:
+        summary.skipped.extend(ep.skips)
+        summary.skipped.append(Skip(f"{shown}/grade_inputs.json", f"episode not imported: {exc}"))
+        return
+    episode_save(run=run, task=task_set.tasks[task_id], line=line, ep=ep, checked=checked,
+                 existing_id=episode_id, blob_ids=blob_ids)
+    summary.skipped.extend(ep.skips)
+    summary.screenshots += len(checked.images)
+    if episode_id is None:
+        summary.episodes_added += 1
+    else:
+        summary.episodes_updated += 1
+
+
+def import_run_dir(*, run_dir: Path, tasks_file: Path | None = None, name: str | None = None,
+                   progress: Callable[[int, int], None] | None = None,
+                   verifier_source: str | None = None) -> ImportSummary:
+    """Import RUN_DIR (tasks from tasks_file, RUN_DIR/tasks.jsonl or a tasks.jsonl beside it) as the run `name`
+    (default: the folder's name); ImportFailed when there is no run dir or no readable tasks file."""
+    run_dir = Path(run_dir).expanduser().absolute()
+    if not run_dir.is_dir():
+        raise ImportFailed(f"{run_dir} is not a folder")
+    root, base = run_dir.resolve(), run_dir.parent
+    tasks_path = tasks_file_locate(run_dir=run_dir, tasks_file=Path(tasks_file).absolute() if tasks_file else None)
+    lines, task_skips = tasks_read(path=tasks_path, shown=_shown(tasks_path, base))
+    summary = ImportSummary(run=_run_for(run_dir=run_dir, tasks_path=tasks_path, name=name), skipped=task_skips)
+    task_set = tasks_save(lines=lines)
+    summary.tasks_added, summary.tasks_updated = task_set.added, task_set.updated
+    folders = _episode_folders(run_dir, task_set, base, summary)
+    existing = {t: (i, h) for t, i, h in Episode.objects.filter(run=summary.run)
+                .values_list("task__task_id", "id", "content_hash")}
+    blob_ids: dict[str, int] = {}
+    for number, folder in enumerate(folders, start=1):
+        _import_episode(folder=folder, root=root, base=base, run=summary.run, task_set=task_set,
+                        existing=existing, blob_ids=blob_ids, summary=summary)
+        if progress is not None:
+            progress(number, len(folders))
+    _import_beside(run_dir=run_dir, root=root, base=base, summary=summary, verifier_source=verifier_source)
+    return summary
+
+
+def _import_beside(*, run_dir: Path, root: Path, base: Path, summary: ImportSummary,
+                   verifier_source: str | None) -> None:
+    episode_ids = dict(Episode.objects.filter(run=summary.run).values_list("task__task_id", "id"))
+    results = verifier_results_import(run_dir=run_dir, root=root, shown=_shown(run_dir, base),
+                                      episode_ids=episode_ids, source=verifier_source)
+    judged = judgments_import(run_dir=run_dir, shown=_shown(run_dir, base), episode_ids=episode_ids)
+    summary.verifier_results, summary.verifier_results_unchanged = results.written, results.unchanged
+    summary.judgments, summary.judgments_unchanged = judged.written, judged.unchanged
+    summary.skipped.extend(results.skips + judged.skips)
