@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
 from PIL import Image, UnidentifiedImageError
 
 from taskgen.models import Blob
@@ -52,8 +53,11 @@ def _path_for(sha256: str) -> Path:
     return Path(settings.MEDIA_ROOT) / "blobs" / sha256[:2] / sha256[2:4] / sha256
 
 
-def blob_check_image(*, data: bytes) -> CheckedImage:
-    """Check bytes are one readable image within the size limit (header and chunk checksums, no pixel decode)."""
+def blob_check_image(*, data: bytes, sha256: str | None = None) -> CheckedImage:
+    """Check bytes are one readable image within the size limit (header and chunk checksums, no pixel decode).
+
+    `sha256` saves hashing again when the caller has hashed the bytes already.
+    """
     if len(data) > settings.BLOB_MAX_BYTES:
         raise BlobError(f"{len(data):,} bytes is over the {settings.BLOB_MAX_BYTES:,}-byte limit")
     try:
@@ -66,13 +70,16 @@ def blob_check_image(*, data: bytes) -> CheckedImage:
         raise BlobError(f"not a readable image ({type(exc).__name__}: {exc})") from exc
     if image_format not in IMAGE_FORMATS:
         raise BlobError(f"{image_format} images are not accepted (only {', '.join(IMAGE_FORMATS)})")
-    return CheckedImage(sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+    return CheckedImage(sha256=sha256 or hashlib.sha256(data).hexdigest(), size=len(data),
                         content_type=IMAGE_FORMATS[image_format], width=width, height=height)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    except FileNotFoundError:  # the first blob of its prefix: make the folder (cheaper than a mkdir every time)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     os.replace(tmp, path)
@@ -93,11 +100,17 @@ def blob_rows_ensure(*, images: Iterable[CheckedImage]) -> dict[str, int]:
     found = dict(Blob.objects.filter(sha256__in=wanted).values_list("sha256", "id"))
     missing = [Blob(sha256=i.sha256, size=i.size, content_type=i.content_type, width=i.width, height=i.height)
                for sha, i in wanted.items() if sha not in found]
-    if missing:
-        # ignore_conflicts: another import may create the same blob between our read and our insert.
-        Blob.objects.bulk_create(missing, ignore_conflicts=True)
-        found.update(Blob.objects.filter(sha256__in=[b.sha256 for b in missing]).values_list("sha256", "id"))
-    return found
+    if not missing:
+        return found
+    try:
+        with transaction.atomic():  # a savepoint: the common case inserts once and gets the ids back
+            created = Blob.objects.bulk_create(missing)
+        if all(b.pk for b in created):
+            return found | {b.sha256: b.pk for b in created}
+    except IntegrityError:
+        pass  # another import stored one of these between our read and our insert
+    Blob.objects.bulk_create(missing, ignore_conflicts=True)
+    return found | dict(Blob.objects.filter(sha256__in=[b.sha256 for b in missing]).values_list("sha256", "id"))
 
 
 def blob_store_image(*, data: bytes) -> Blob:

@@ -38,6 +38,7 @@ class FileRead:
     kind: str  # grade_inputs | step | final | row | rows_jsonl | episode_json
     step: int
     data: bytes
+    sha256: str = ""
 
 
 @dataclass
@@ -58,15 +59,28 @@ def _read_into(ep: EpisodeFolder, path: Path, *, root: Path, relpath: str, kind:
     is_json = kind in ("grade_inputs", "rows_jsonl", "episode_json")
     limit = settings.JSON_MAX_BYTES if is_json else settings.BLOB_MAX_BYTES
     try:
-        ep.files.append(FileRead(relpath, kind, step, read_bytes(path, root=root, limit=limit)))
+        data = read_bytes(path, root=root, limit=limit)
     except FileSkipped as exc:
         ep.skip(relpath, str(exc))
+        return
+    ep.files.append(FileRead(relpath, kind, step, data, hashlib.sha256(data).hexdigest()))
+
+
+def _subfolder_ok(ep: EpisodeFolder, sub: str, root: Path) -> bool:
+    """True when the subfolder exists and (through any symlink) stays inside the run dir."""
+    folder = ep.folder / sub
+    if not folder.is_dir():
+        return False
+    try:
+        inside(folder, root)
+    except FileSkipped as exc:
+        ep.skip(f"{sub}/", str(exc))
+        return False
+    return True
 
 
 def _read_steps(ep: EpisodeFolder, sub: str, kind: str, root: Path) -> None:
     folder = ep.folder / sub
-    if not folder.is_dir():
-        return
     for path in sorted(folder.iterdir()):
         match = _STEP_NAME.fullmatch(path.name)
         if match:
@@ -79,17 +93,21 @@ def episode_folder_read(*, folder: Path, root: Path, shown: str, line: TaskLine)
     """Read every file the importer uses from one episode folder and hash them with the task's place in the run."""
     inside(folder, root)  # the folder itself may be a symlink out of the run dir
     ep = EpisodeFolder(folder=folder, shown=shown)
-    candidates = [("grade_inputs.json", "grade_inputs"), ("final.png", "final"),
-                  ("rows/rows.jsonl", "rows_jsonl"), ("rows/episode.json", "episode_json")]
+    has_rows = _subfolder_ok(ep, "rows", root)
+    candidates = [("grade_inputs.json", "grade_inputs"), ("final.png", "final")]
+    if has_rows:
+        candidates += [("rows/rows.jsonl", "rows_jsonl"), ("rows/episode.json", "episode_json")]
     for relpath, kind in candidates:
         path = folder / relpath
         if path.exists() or path.is_symlink():
             _read_into(ep, path, root=root, relpath=relpath, kind=kind)
-    _read_steps(ep, "screenshots", "step", root)
-    _read_steps(ep, "rows", "row", root)
+    if _subfolder_ok(ep, "screenshots", root):
+        _read_steps(ep, "screenshots", "step", root)
+    if has_rows:
+        _read_steps(ep, "rows", "row", root)
     digest = hashlib.sha256(f"{line.order}|{line.site_slug}|{line.data.get('task_kind')}\n".encode())
     for item in sorted(ep.files, key=lambda f: f.relpath):
-        digest.update(f"{item.relpath}\0{hashlib.sha256(item.data).hexdigest()}\n".encode())
+        digest.update(f"{item.relpath}\0{item.sha256}\n".encode())
     for skip in ep.skips:
         digest.update(f"{skip.path}\0{skip.reason}\n".encode())
     ep.content_hash = digest.hexdigest()
@@ -162,7 +180,7 @@ def _images(ep: EpisodeFolder) -> list[tuple[FileRead, CheckedImage]]:
         if item.kind not in ("step", "final", "row"):
             continue
         try:
-            images.append((item, blob_check_image(data=item.data)))
+            images.append((item, blob_check_image(data=item.data, sha256=item.sha256)))
         except BlobError as exc:
             ep.skip(item.relpath, str(exc))
     last_step = max((f.step for f, _ in images if f.kind == "step"), default=-1)
@@ -172,30 +190,43 @@ def _images(ep: EpisodeFolder) -> list[tuple[FileRead, CheckedImage]]:
     return images
 
 
-def episode_save(*, run: Run, task: Task, line: TaskLine, ep: EpisodeFolder, checked: CheckedEpisode,
-                 existing_id: int | None, blob_ids: dict[str, int]) -> Episode:
-    """Write the episode and its screenshots in one transaction; an existing episode is replaced in place."""
-    for _, image in checked.images:
-        if image.sha256 not in blob_ids:
-            blob_write(sha256=image.sha256, data=_data_of(checked, image))
-    with transaction.atomic():
-        unknown = [image for _, image in checked.images if image.sha256 not in blob_ids]
-        new_ids = blob_rows_ensure(images=unknown)
-        values = dict(checked.values, site_id=task.site_id, task_kind=task.task_kind, task_order=line.order,
-                      source_path=str(ep.folder), content_hash=ep.content_hash,
-                      extra=dict(checked.values["extra"], **_skipped_note(ep)))
-        episode = _episode_write(run=run, task=task, values=values, existing_id=existing_id)
-        ids = {**blob_ids, **new_ids}
-        Screenshot.objects.bulk_create([
-            Screenshot(episode=episode, kind=item.kind, step=item.step, name=Path(item.relpath).name,
-                       blob_id=ids[image.sha256]) for item, image in checked.images
-        ])
-    blob_ids.update(new_ids)  # only after the commit: a rolled-back blob row must not be remembered
-    return episode
+@dataclass
+class PreparedEpisode:
+    """An episode folder made ready for the database (no file bytes: they are in the blob store already).
+
+    `unchanged`: its files hash as stored. `values` is None when the episode cannot be imported (see `skips`).
+    """
+
+    task_id: str
+    content_hash: str = ""
+    unchanged: bool = False
+    values: dict | None = None
+    images: list[tuple[str, int, str, CheckedImage]] = field(default_factory=list)  # kind, step, name, image
+    skips: list[Skip] = field(default_factory=list)
 
 
-def _data_of(checked: CheckedEpisode, image: CheckedImage) -> bytes:
-    return next(item.data for item, i in checked.images if i is image)
+def episode_prepare(*, folder: Path, root: Path, shown: str, line: TaskLine, known_hash: str) -> PreparedEpisode:
+    """Read, hash and check one episode folder and write its images to the blob store; touches no database, so
+    import workers can run it in other processes."""
+    try:
+        ep = episode_folder_read(folder=folder, root=root, shown=shown, line=line)
+    except FileSkipped as exc:
+        return PreparedEpisode(task_id=line.task_id, skips=[Skip(shown, str(exc))])
+    prepared = PreparedEpisode(task_id=line.task_id, content_hash=ep.content_hash, skips=ep.skips)
+    if known_hash == ep.content_hash:
+        prepared.unchanged = True
+        return prepared
+    try:
+        checked = episode_folder_check(ep)
+    except FileSkipped as exc:
+        prepared.skips.append(Skip(f"{shown}/grade_inputs.json", f"episode not imported: {exc}"))
+        return prepared
+    for item, image in checked.images:
+        blob_write(sha256=image.sha256, data=item.data)
+    prepared.values = dict(checked.values, source_path=str(folder), content_hash=ep.content_hash,
+                           extra=dict(checked.values["extra"], **_skipped_note(ep)))
+    prepared.images = [(item.kind, item.step, Path(item.relpath).name, image) for item, image in checked.images]
+    return prepared
 
 
 def _skipped_note(ep: EpisodeFolder) -> dict:
@@ -203,9 +234,27 @@ def _skipped_note(ep: EpisodeFolder) -> dict:
     return {"import_skipped": [str(s) for s in ep.skips]} if ep.skips else {}
 
 
-def _episode_write(*, run: Run, task: Task, values: dict, existing_id: int | None) -> Episode:
+def episode_save(*, run: Run, task: Task, line: TaskLine, prepared: PreparedEpisode, existing_id: int | None,
+                 blob_ids: dict[str, int]) -> None:
+    """Write a prepared episode and its screenshots in one transaction; an existing episode is replaced in place.
+
+    `blob_ids` (sha -> Blob id) is this import's memory of blobs already in the database; it grows after commits.
+    """
+    with transaction.atomic():
+        new_ids = blob_rows_ensure(images=[image for *_, image in prepared.images if image.sha256 not in blob_ids])
+        values = dict(prepared.values, site_id=task.site_id, task_kind=task.task_kind, task_order=line.order)
+        episode_id = _episode_write(run=run, task=task, values=values, existing_id=existing_id)
+        Screenshot.objects.bulk_create([
+            Screenshot(episode_id=episode_id, kind=kind, step=step, name=name,
+                       blob_id=new_ids.get(image.sha256) or blob_ids[image.sha256])
+            for kind, step, name, image in prepared.images
+        ])
+    blob_ids.update(new_ids)  # only after the commit: a rolled-back blob row must not be remembered
+
+
+def _episode_write(*, run: Run, task: Task, values: dict, existing_id: int | None) -> int:
     if existing_id is None:
-        return Episode.objects.create(run=run, task=task, **values)
+        return Episode.objects.create(run=run, task=task, **values).pk
     Episode.objects.filter(pk=existing_id).update(**values)
     Screenshot.objects.filter(episode_id=existing_id).delete()
-    return Episode.objects.get(pk=existing_id)
+    return existing_id

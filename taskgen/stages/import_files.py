@@ -53,10 +53,14 @@ def inside(path: Path, root: Path) -> Path:
 
 
 def read_bytes(path: Path, *, root: Path, limit: int) -> bytes:
-    """A regular file's bytes, if it stays inside root and is not over limit bytes."""
-    resolved = inside(path, root)
+    """A regular file's bytes, if it is not over limit bytes and, when it is a symlink, it stays inside root.
+
+    The caller has checked the folder holding it (one resolve per folder, not per file: imports read many files).
+    """
     try:
-        info = resolved.stat()
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            info = inside(path, root).stat()
     except OSError as exc:
         raise FileSkipped(f"cannot be read ({exc.strerror or exc})") from exc
     if not stat.S_ISREG(info.st_mode):
@@ -64,7 +68,7 @@ def read_bytes(path: Path, *, root: Path, limit: int) -> bytes:
     if info.st_size > limit:
         raise FileSkipped(f"{info.st_size:,} bytes is over the {limit:,}-byte limit")
     try:
-        return resolved.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise FileSkipped(f"cannot be read ({exc.strerror or exc})") from exc
 

@@ -6,17 +6,24 @@ import: it is skipped with a reason (a `Skip`), and one transaction per episode 
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from django.conf import settings
+
 from taskgen.models import Episode, Run
-from taskgen.stages.import_episode import episode_folder_check, episode_folder_read, episode_save
-from taskgen.stages.import_files import FileSkipped, ImportFailed, Skip, is_plain_name
+from taskgen.stages.import_episode import PreparedEpisode, episode_prepare, episode_save
+from taskgen.stages.import_files import ImportFailed, Skip, is_plain_name
 from taskgen.stages.import_results import judgments_import, verifier_results_import
 from taskgen.stages.import_tasks import TaskSet, tasks_file_locate, tasks_read, tasks_save
 
 __all__ = ["ImportFailed", "ImportSummary", "Skip", "import_run_dir"]
+
+PARALLEL_FROM = 64  # fewer episodes than this are prepared in this process: starting workers would cost more
 
 
 @dataclass
@@ -84,33 +91,49 @@ def _episode_folders(run_dir: Path, task_set: TaskSet, base: Path, summary: Impo
     return folders
 
 
-def _import_episode(*, folder: Path, root: Path, base: Path, run: Run, task_set: TaskSet,
-                    existing: dict[str, tuple[int, str]], blob_ids: dict[str, int], summary: ImportSummary) -> None:
-    task_id, shown = folder.name, _shown(folder, base)
-    line = task_set.lines[task_id]
-    try:
-        ep = episode_folder_read(folder=folder, root=root, shown=shown, line=line)
-    except FileSkipped as exc:
-        summary.skipped.append(Skip(shown, str(exc)))
+def _prepare_one(job: tuple) -> PreparedEpisode:
+    folder, root, shown, line, known_hash = job
+    return episode_prepare(folder=folder, root=root, shown=shown, line=line, known_hash=known_hash)
+
+
+def _prepared(jobs: list[tuple]) -> Iterator[PreparedEpisode]:
+    """Prepared episodes in folder order; file work (read, hash, check, blob writes) runs in worker processes when
+    the run is big enough to pay for them, while this process writes the database."""
+    workers = min(settings.IMPORT_WORKERS, os.cpu_count() or 1)
+    if workers < 2 or len(jobs) < PARALLEL_FROM or multiprocessing.current_process().daemon:
+        yield from map(_prepare_one, jobs)  # a daemonic process (a Celery pool child) may not start workers
         return
-    episode_id, old_hash = existing.get(task_id, (None, ""))
-    if episode_id is not None and old_hash == ep.content_hash:
+    # fork: workers inherit settings as they are (test overrides too) and never touch the database.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        yield from pool.map(_prepare_one, jobs, chunksize=8)
+
+
+def _count(summary: ImportSummary, prepared: PreparedEpisode, existed: bool) -> None:
+    summary.skipped.extend(prepared.skips)
+    if prepared.unchanged:
         summary.episodes_unchanged += 1
-        return
-    try:
-        checked = episode_folder_check(ep)
-    except FileSkipped as exc:
-        summary.skipped.extend(ep.skips)
-        summary.skipped.append(Skip(f"{shown}/grade_inputs.json", f"episode not imported: {exc}"))
-        return
-    episode_save(run=run, task=task_set.tasks[task_id], line=line, ep=ep, checked=checked,
-                 existing_id=episode_id, blob_ids=blob_ids)
-    summary.skipped.extend(ep.skips)
-    summary.screenshots += len(checked.images)
-    if episode_id is None:
-        summary.episodes_added += 1
-    else:
-        summary.episodes_updated += 1
+    elif prepared.values is not None:
+        summary.screenshots += len(prepared.images)
+        if existed:
+            summary.episodes_updated += 1
+        else:
+            summary.episodes_added += 1
+
+
+def _import_episodes(*, folders: list[Path], root: Path, base: Path, task_set: TaskSet, summary: ImportSummary,
+                     progress: Callable[[int, int], None] | None) -> None:
+    existing = {t: (i, h) for t, i, h in Episode.objects.filter(run=summary.run)
+                .values_list("task__task_id", "id", "content_hash")}
+    jobs = [(f, root, _shown(f, base), task_set.lines[f.name], existing.get(f.name, (None, ""))[1]) for f in folders]
+    blob_ids: dict[str, int] = {}
+    for number, prepared in enumerate(_prepared(jobs), start=1):
+        episode_id = existing.get(prepared.task_id, (None, ""))[0]
+        if prepared.values is not None:
+            episode_save(run=summary.run, task=task_set.tasks[prepared.task_id], line=task_set.lines[prepared.task_id],
+                         prepared=prepared, existing_id=episode_id, blob_ids=blob_ids)
+        _count(summary, prepared, existed=episode_id is not None)
+        if progress is not None:
+            progress(number, len(jobs))
 
 
 def import_run_dir(*, run_dir: Path, tasks_file: Path | None = None, name: str | None = None,
@@ -128,14 +151,7 @@ def import_run_dir(*, run_dir: Path, tasks_file: Path | None = None, name: str |
     task_set = tasks_save(lines=lines)
     summary.tasks_added, summary.tasks_updated = task_set.added, task_set.updated
     folders = _episode_folders(run_dir, task_set, base, summary)
-    existing = {t: (i, h) for t, i, h in Episode.objects.filter(run=summary.run)
-                .values_list("task__task_id", "id", "content_hash")}
-    blob_ids: dict[str, int] = {}
-    for number, folder in enumerate(folders, start=1):
-        _import_episode(folder=folder, root=root, base=base, run=summary.run, task_set=task_set,
-                        existing=existing, blob_ids=blob_ids, summary=summary)
-        if progress is not None:
-            progress(number, len(folders))
+    _import_episodes(folders=folders, root=root, base=base, task_set=task_set, summary=summary, progress=progress)
     _import_beside(run_dir=run_dir, root=root, base=base, summary=summary, verifier_source=verifier_source)
     return summary
 
