@@ -83,9 +83,11 @@ def decode_text(data: bytes) -> str:
 def parse_json(text: str) -> object:
     try:
         return json.loads(text)
-    except ValueError as exc:
-        kind = "truncated" if "Expecting" in str(exc) and exc.pos >= len(text.rstrip()) else "invalid"
-        raise FileSkipped(f"{kind} JSON ({exc})") from exc
+    except RecursionError as exc:
+        raise FileSkipped("invalid JSON (nested too deeply)") from exc
+    except json.JSONDecodeError as exc:
+        cut_short = exc.msg.startswith("Unterminated") or exc.pos >= len(text.rstrip())
+        raise FileSkipped(f"{'truncated' if cut_short else 'invalid'} JSON ({exc})") from exc
 
 
 def read_json_object(path: Path, *, root: Path) -> dict:

@@ -60,6 +60,8 @@ def _check_line(data: object) -> TaskLine:
         raise FileSkipped("is not a JSON object")
     task_id = check_plain_name(data.get("task_id"))
     site = data.get("site")
+    if site is None:
+        raise FileSkipped(f"task {task_id}: no site")
     if not isinstance(site, str) or not _SLUG.fullmatch(site):
         raise FileSkipped(f"task {task_id}: site {str(site)[:80]!r} is not a slug")
     if not isinstance(data.get("instruction"), str) or not data["instruction"].strip():

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+from django.db import DatabaseError
 
 from taskgen.models import Episode, Run
 from taskgen.stages.import_episode import PreparedEpisode, episode_prepare, episode_save
@@ -120,6 +121,18 @@ def _count(summary: ImportSummary, prepared: PreparedEpisode, existed: bool) -> 
             summary.episodes_added += 1
 
 
+def _save(*, prepared: PreparedEpisode, task_set: TaskSet, summary: ImportSummary, episode_id: int | None,
+          blob_ids: dict[str, int]) -> None:
+    task_id = prepared.task_id
+    try:
+        episode_save(run=summary.run, task=task_set.tasks[task_id], line=task_set.lines[task_id],
+                     prepared=prepared, existing_id=episode_id, blob_ids=blob_ids)
+    except DatabaseError as exc:  # a value the database refuses: this episode is rolled back, the import goes on
+        prepared.values = None
+        prepared.skips.append(Skip(f"{Path(summary.run.source_dir).name}/{task_id}",
+                                   f"the database refused the episode ({type(exc).__name__}: {str(exc)[:200]})"))
+
+
 def _import_episodes(*, folders: list[Path], root: Path, base: Path, task_set: TaskSet, summary: ImportSummary,
                      progress: Callable[[int, int], None] | None) -> None:
     existing = {t: (i, h) for t, i, h in Episode.objects.filter(run=summary.run)
@@ -129,8 +142,7 @@ def _import_episodes(*, folders: list[Path], root: Path, base: Path, task_set: T
     for number, prepared in enumerate(_prepared(jobs), start=1):
         episode_id = existing.get(prepared.task_id, (None, ""))[0]
         if prepared.values is not None:
-            episode_save(run=summary.run, task=task_set.tasks[prepared.task_id], line=task_set.lines[prepared.task_id],
-                         prepared=prepared, existing_id=episode_id, blob_ids=blob_ids)
+            _save(prepared=prepared, task_set=task_set, summary=summary, episode_id=episode_id, blob_ids=blob_ids)
         _count(summary, prepared, existed=episode_id is not None)
         if progress is not None:
             progress(number, len(jobs))
