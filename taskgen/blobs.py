@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import tempfile
+import threading
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -75,11 +75,14 @@ def blob_check_image(*, data: bytes, sha256: str | None = None) -> CheckedImage:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
+    """Write beside the target, then rename: a reader never sees half a file (names are per process and thread)."""
+    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{threading.get_ident()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        fd = os.open(tmp, flags, 0o644)
     except FileNotFoundError:  # the first blob of its prefix: make the folder (cheaper than a mkdir every time)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        fd = os.open(tmp, flags, 0o644)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     os.replace(tmp, path)

@@ -111,9 +111,10 @@ def test_a_grown_folder_adds_only_what_is_new(tmp_path):
     run_dir = build_run(tmp_path, ["shop-a"])
     import_run_dir(run_dir=run_dir)
     write_episode(run_dir, "shop-c", n=7)
-    write_tasks(run_dir / "tasks.jsonl", [task_line("shop-a"), task_line("shop-c")])
+    write_tasks(run_dir / "tasks.jsonl", [task_line(t) for t in ("shop-a", "shop-c", "shop-d")])
     grown = import_run_dir(run_dir=run_dir)
-    assert (grown.episodes_added, grown.episodes_unchanged, grown.tasks_added) == (1, 1, 1)
+    assert grown.tasks_without_episode == 1  # shop-d has a line but no folder yet
+    assert (grown.episodes_added, grown.episodes_unchanged, grown.tasks_added) == (1, 1, 2)
     assert Episode.objects.count() == 2
 
 

@@ -42,6 +42,7 @@ class ImportSummary:
     judgments_unchanged: int = 0
     tasks_added: int = 0
     tasks_updated: int = 0
+    tasks_without_episode: int = 0
     skipped: list[Skip] = field(default_factory=list)
 
     @property
@@ -163,6 +164,7 @@ def import_run_dir(*, run_dir: Path, tasks_file: Path | None = None, name: str |
     task_set = tasks_save(lines=lines)
     summary.tasks_added, summary.tasks_updated = task_set.added, task_set.updated
     folders = _episode_folders(run_dir, task_set, base, summary)
+    summary.tasks_without_episode = len(task_set.lines) - len(folders)
     _import_episodes(folders=folders, root=root, base=base, task_set=task_set, summary=summary, progress=progress)
     _import_beside(run_dir=run_dir, root=root, base=base, summary=summary, verifier_source=verifier_source)
     return summary
