@@ -16,14 +16,15 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from taskgen.models import Blob
 
 # Formats a browser shows as an image and Pillow reads; anything else is refused (it could be served as active content).
 IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
-_PILLOW_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError,
-                  Image.DecompressionBombWarning)
+# Pillow's decoders raise many kinds of errors on hostile bytes (struct.error, IndexError, EOFError, ...): the bytes
+# come from websites and agents, so any error while reading them means "not a readable image", never a crash.
+_PILLOW_ERRORS = (Exception,)
 
 
 class BlobError(ValueError):

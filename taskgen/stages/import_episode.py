@@ -80,8 +80,12 @@ def _subfolder_ok(ep: EpisodeFolder, sub: str, root: Path) -> bool:
 
 
 def _read_steps(ep: EpisodeFolder, sub: str, kind: str, root: Path) -> None:
-    folder = ep.folder / sub
-    for path in sorted(folder.iterdir()):
+    try:
+        paths = sorted((ep.folder / sub).iterdir())
+    except OSError as exc:
+        ep.skip(f"{sub}/", f"cannot be listed ({exc.strerror or exc})")
+        return
+    for path in paths:
         match = _STEP_NAME.fullmatch(path.name)
         if match:
             _read_into(ep, path, root=root, relpath=f"{sub}/{path.name}", kind=kind, step=int(match.group(1)))
