@@ -96,25 +96,25 @@ def blob_write(*, sha256: str, data: bytes) -> None:
         _write_atomically(path, data)
 
 
+def _rows_for(images: Iterable[CheckedImage]) -> list[Blob]:
+    return [Blob(sha256=i.sha256, size=i.size, content_type=i.content_type, width=i.width, height=i.height)
+            for i in images]
+
+
 def blob_rows_ensure(*, images: Iterable[CheckedImage]) -> dict[str, int]:
-    """Blob rows for checked images whose files are written: existing ones found, new ones bulk-created; sha -> id."""
+    """Blob rows for checked images whose files are written, created where missing; sha -> Blob id."""
     wanted = {image.sha256: image for image in images}
     if not wanted:
         return {}
-    found = dict(Blob.objects.filter(sha256__in=wanted).values_list("sha256", "id"))
-    missing = [Blob(sha256=i.sha256, size=i.size, content_type=i.content_type, width=i.width, height=i.height)
-               for sha, i in wanted.items() if sha not in found]
-    if not missing:
-        return found
     try:
-        with transaction.atomic():  # a savepoint: the common case inserts once and gets the ids back
-            created = Blob.objects.bulk_create(missing)
+        with transaction.atomic():  # a savepoint: new content (the common case) is one INSERT with ids returned
+            created = Blob.objects.bulk_create(_rows_for(wanted.values()))
         if all(b.pk for b in created):
-            return found | {b.sha256: b.pk for b in created}
+            return {b.sha256: b.pk for b in created}
     except IntegrityError:
-        pass  # another import stored one of these between our read and our insert
-    Blob.objects.bulk_create(missing, ignore_conflicts=True)
-    return found | dict(Blob.objects.filter(sha256__in=[b.sha256 for b in missing]).values_list("sha256", "id"))
+        pass  # some are stored already (by an earlier import, or by another import just now)
+    Blob.objects.bulk_create(_rows_for(wanted.values()), ignore_conflicts=True)
+    return dict(Blob.objects.filter(sha256__in=wanted).values_list("sha256", "id"))
 
 
 def blob_store_image(*, data: bytes) -> Blob:
