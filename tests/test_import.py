@@ -235,3 +235,20 @@ def test_blob_bytes_are_stored_once(tmp_path):
     assert Blob.objects.count() == 2  # black (final and row images) and green
     files = list((Path(django_settings.MEDIA_ROOT) / "blobs").rglob("*"))
     assert len([f for f in files if f.is_file()]) == 2
+
+
+def test_the_progress_bar_shows_on_a_terminal_only(tmp_path):
+    import io
+
+    from taskgen.cli.import_ import _progress_bar
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert _progress_bar(io.StringIO())[0] is None
+    screen = Terminal()
+    update, close = _progress_bar(screen)
+    import_run_dir(run_dir=build_run(tmp_path, ["shop-a", "shop-b"]), progress=update)
+    close()
+    assert "2/2" in screen.getvalue()

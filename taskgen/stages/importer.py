@@ -66,8 +66,8 @@ def _shown(path: Path, base: Path) -> str:
 
 def _run_for(*, run_dir: Path, tasks_path: Path, name: str | None) -> Run:
     name = name or run_dir.name
-    if len(name) > 200:
-        raise ImportFailed("the run name is longer than 200 characters")
+    if len(name) > 200 or len(str(run_dir)) > 1000 or len(str(tasks_path)) > 1000:
+        raise ImportFailed("the run name (200) or a path (1,000 characters) is too long to record")
     run, created = Run.objects.get_or_create(
         name=name, defaults={"source_dir": str(run_dir), "tasks_file": str(tasks_path), "origin": Run.Origin.IMPORT})
     if not created and run.source_dir and run.source_dir != str(run_dir):
@@ -106,8 +106,11 @@ def _prepared(jobs: list[tuple]) -> Iterator[PreparedEpisode]:
         yield from map(_prepare_one, jobs)  # a daemonic process (a Celery pool child) may not start workers
         return
     # fork: workers inherit settings as they are (test overrides too) and never touch the database.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    try:
         yield from pool.map(_prepare_one, jobs, chunksize=8)
+    finally:  # when the import stops early, queued folders are dropped, not prepared for nothing
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _count(summary: ImportSummary, prepared: PreparedEpisode, existed: bool) -> None:
