@@ -180,3 +180,11 @@ def test_nan_in_agent_data_is_stored_as_null(run_dir):
     (run_dir / "shop-b/grade_inputs.json").write_text('{"answer": "x", "log": [{"status": NaN, "t": Infinity}]}')
     import_run_dir(run_dir=run_dir)
     assert Episode.objects.get(task__task_id="shop-b").request_log == [{"status": None, "t": None}]
+
+
+def test_unknown_files_among_screenshots_and_rows_are_named(run_dir):
+    (run_dir / "shop-b/screenshots/step_1.jpg").write_bytes(png())
+    (run_dir / "shop-b/rows/notes.txt").write_text("hi")
+    summary = import_run_dir(run_dir=run_dir)
+    assert _skips(summary) == {"run/shop-b/screenshots/step_1.jpg": "not named step_N.png",
+                               "run/shop-b/rows/notes.txt": "not named step_N.png"}

@@ -27,6 +27,7 @@ from taskgen.stages.import_tasks import TaskLine
 
 _STEP_NAME = re.compile(r"step_(\d{1,9})\.png")
 _DONE_MARKERS = {"done", "macro_done"}
+_ROWS_TEXT_FILES = {"rows.jsonl", "episode.json"}
 _LIST_FIELDS = {"actions": "actions", "log": "request_log", "changes": "data_changes"}
 
 
@@ -89,8 +90,8 @@ def _read_steps(ep: EpisodeFolder, sub: str, kind: str, root: Path) -> None:
         match = _STEP_NAME.fullmatch(path.name)
         if match:
             _read_into(ep, path, root=root, relpath=f"{sub}/{path.name}", kind=kind, step=int(match.group(1)))
-        elif sub == "screenshots" and not path.name.startswith("."):
-            ep.skip(f"{sub}/{path.name}", "not named step_N.png")
+        elif not path.name.startswith(".") and path.name not in _ROWS_TEXT_FILES:
+            ep.skip(f"{sub}/{path.name}", "not named step_N.png")  # said, so a rows export never loses it silently
 
 
 def episode_folder_read(*, folder: Path, root: Path, shown: str, line: TaskLine) -> EpisodeFolder:
