@@ -123,11 +123,12 @@ def test_a_changed_episode_is_updated_in_place(tmp_path):
     first = Episode.objects.get(pk=import_run_dir(run_dir=run_dir).run.episodes.get().pk)
     (run_dir / "shop-a/screenshots/step_2.png").unlink()
     changed = dict(grade_inputs(0), answer="now 9 EUR")
+    del changed["log"]  # a field that is gone must not keep its old value
     (run_dir / "shop-a/grade_inputs.json").write_text(json.dumps(changed))
     summary = import_run_dir(run_dir=run_dir)
     assert (summary.episodes_updated, summary.episodes_added) == (1, 0)
     episode = Episode.objects.get()
-    assert (episode.pk, episode.answer) == (first.pk, "now 9 EUR")
+    assert (episode.pk, episode.answer, episode.request_log) == (first.pk, "now 9 EUR", [])
     assert episode.content_hash != first.content_hash
     assert episode.screenshots.filter(kind="step").count() == 2
 

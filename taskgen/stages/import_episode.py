@@ -120,7 +120,9 @@ def episode_folder_read(*, folder: Path, root: Path, shown: str, line: TaskLine)
 
 
 def _evidence(grade_inputs: dict) -> dict:
-    values, extra = {}, {}
+    # Every field set, so rewriting a changed episode leaves nothing of its old evidence behind.
+    values = {"actions": [], "request_log": [], "data_changes": [], "answer": "", "screen_text": []}
+    extra = {}
     for key, value in grade_inputs.items():
         if key in _LIST_FIELDS:
             if not isinstance(value, list):
@@ -133,8 +135,7 @@ def _evidence(grade_inputs: dict) -> dict:
         else:
             extra[key] = value
     values["extra"] = extra
-    actions = values.get("actions", [])
-    values["steps"] = sum(1 for a in actions if not (isinstance(a, dict) and set(a) <= _DONE_MARKERS))
+    values["steps"] = sum(1 for a in values["actions"] if not (isinstance(a, dict) and set(a) <= _DONE_MARKERS))
     return values
 
 
