@@ -182,6 +182,8 @@ def sample_estimate(judged_success: Stratum, judged_failure: Stratum, *, target_
     missed_ci = wilson_interval(judged_failure.true_successes, judged_failure.labelled,
                                 population=judged_failure.population)
     rate = judged_success.rate
+    more = labels_needed(stratum=judged_success, target_half_width=target_half_width)
+    everyone = judged_success.population + judged_failure.population
     return {
         "judged_success": vars(judged_success),
         "judged_failure": vars(judged_failure),
@@ -189,7 +191,8 @@ def sample_estimate(judged_success: Stratum, judged_failure: Stratum, *, target_
         "precision_ci": precision_ci,
         "precision_half_width": None if precision_ci is None else round(half_width(precision_ci), 4),
         "target_half_width": target_half_width,
-        "more_labels_needed": labels_needed(stratum=judged_success, target_half_width=target_half_width),
+        "more_labels_needed": more,  # labels of judged successes; a sample over all episodes needs more in all:
+        "more_random_labels_needed": math.ceil(more * everyone / judged_success.population) if more else 0,
         "missed_success_rate": None if judged_failure.rate is None else round(judged_failure.rate, 4),
         "missed_success_ci": missed_ci,
         "success_rate": success_rate_estimate(judged_success, judged_failure),
