@@ -129,7 +129,7 @@ def test_json_download_has_the_reference_line_and_every_list(viewer_client, judg
     response = viewer_client.get(reverse("review:validate_json"), _query(judged))
     body = json.loads(response.content)
     assert list(body["reference"]) == list(REFERENCE_KEYS) and body["reference"]["fp"] == 3
-    assert len(body["false_positives"]) == 3 and "sample_estimate" in body
+    assert len(body["false_positives"]) == 3 and "precision" in body["sample"]
     assert "attachment" in response["Content-Disposition"]
 
 

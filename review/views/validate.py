@@ -23,7 +23,6 @@ from taskgen.stages.validate import (
     validate_compare,
     validate_compute,
     validate_false_positive_task_ids,
-    validate_sample_estimate,
 )
 from taskgen.stats import REFERENCE_KEYS
 
@@ -76,7 +75,7 @@ def _results(data: dict) -> dict:
     report = validate_compute(runs=runs, config=config, against=against, reviewer=reviewer)
     results = {"report": report, "heat": confusion_heatmap(report.figures),
                "site_chart": site_intervals_chart(report.per_site),
-               "sample": validate_sample_estimate(runs=runs, config=config),
+               "sample": report.sample,
                "reviewer_pairs": reviewer_agreement(runs=runs),
                "judge_vs_reviewers": judge_reviewer_agreement(runs=runs, config=config),
                "fp_queue_url": review_queue_url_for([row["episode_id"] for row in report.false_positives]),
@@ -124,7 +123,6 @@ def validate_json(request: HttpRequest) -> HttpResponse:
     except ValidateError as error:
         return _bad_request(error)
     body = {"reference": report.reference_line, **report.as_dict(),
-            "sample_estimate": validate_sample_estimate(runs=data["runs"], config=data["config"]),
             "reviewer_agreement": reviewer_agreement(runs=data["runs"]),
             "judge_vs_reviewers": judge_reviewer_agreement(runs=data["runs"], config=data["config"])}
     response = JsonResponse(body, json_dumps_params={"indent": 1, "ensure_ascii": False})

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.db.models import Count, F, FilteredRelation, Q, QuerySet, Sum
+from django.db.models import Count, F, FilteredRelation, OuterRef, Q, QuerySet, Subquery, Sum
 
 from review.models import Label, LabelVerdict
 from taskgen.models import Episode, JudgeConfig, Judgment, Run
@@ -51,6 +51,7 @@ class ValidateReport:
     cost_usd: float
     false_positives: list[dict] = field(default_factory=list)
     false_negatives: list[dict] = field(default_factory=list)
+    sample: dict = field(default_factory=dict)  # the whole runs' precision estimated from the final labels
 
     @property
     def reference_line(self) -> dict:
@@ -97,6 +98,10 @@ def _episodes(run_ids: list[int], config: JudgeConfig, against: str, reviewer, a
     return base, truly, falsely
 
 
+_LABELLED = Q(final_label__verdict__in=[LabelVerdict.SUCCESS, LabelVerdict.NOT_SUCCESS])
+_LABELLED_TRUE = Q(final_label__verdict=LabelVerdict.SUCCESS)
+
+
 def _cell_counts(truly: Q, falsely: Q) -> dict:
     says_yes, says_no = Q(cj__verdict=SUCCESS), Q(cj__verdict=NOT_SUCCESS)
     has_truth = truly | falsely
@@ -107,6 +112,10 @@ def _cell_counts(truly: Q, falsely: Q) -> dict:
         "no_verdict": Count("id", filter=has_truth & Q(cj__verdict=NO_VERDICT)),
         "judged": Count("id", filter=says_yes | says_no), "total": Count("id"),
         "judgments": Count("cj__id"), "cost": Sum("cj__cost_usd"),
+        # the labelled sample per judge verdict (final labels), so the sample estimate costs no second scan
+        "n_s": Count("id", filter=says_yes), "l_s": Count("id", filter=says_yes & _LABELLED),
+        "t_s": Count("id", filter=says_yes & _LABELLED_TRUE), "n_f": Count("id", filter=says_no),
+        "l_f": Count("id", filter=says_no & _LABELLED), "t_f": Count("id", filter=says_no & _LABELLED_TRUE),
     }
 
 
@@ -135,7 +144,7 @@ def validate_compute(*, runs: Iterable[Run], config: JudgeConfig, against: str =
     rows = list(base.values("site__slug", "task_kind").annotate(**_cell_counts(truly, falsely)).order_by())
     overall = sum((Confusion(r["tp"], r["fp"], r["fn"], r["tn"]) for r in rows), Confusion())
     total = {key: sum(r[key] or 0 for r in rows) for key in ("with_truth", "no_verdict", "judged", "total",
-                                                               "judgments", "cost")}
+                                                               "judgments", "cost", *_STRATA_KEYS)}
     says_yes = Q(cj__verdict=SUCCESS)
     return ValidateReport(
         runs=[run.name for run in run_list], config=config.key, against=against,
@@ -146,7 +155,16 @@ def validate_compute(*, runs: Iterable[Run], config: JudgeConfig, against: str =
         judgments=total["judgments"], cost_usd=float(total["cost"] or Decimal(0)),
         false_positives=_episode_list(base, falsely & says_yes, list_limit),
         false_negatives=_episode_list(base, truly & Q(cj__verdict=NOT_SUCCESS), list_limit),
+        sample=_sample_from(total),
     )
+
+
+_STRATA_KEYS = ("n_s", "l_s", "t_s", "n_f", "l_f", "t_f")
+
+
+def _sample_from(cells: dict, target_half_width: float = 0.03) -> dict:
+    return sample_estimate(Stratum(cells["n_s"], cells["l_s"], cells["t_s"]),
+                           Stratum(cells["n_f"], cells["l_f"], cells["t_f"]), target_half_width=target_half_width)
 
 
 def validate_false_positive_task_ids(*, runs: Iterable[Run], config: JudgeConfig, against: str = "verifier",
@@ -193,21 +211,20 @@ def validate_sample_estimate(*, runs: Iterable[Run], config: JudgeConfig, sample
                              target_half_width: float = 0.03) -> dict:
     """The whole run's precision estimated from a human-labelled random sample, post-stratified by judge verdict.
 
-    `sample` is the sampled episodes (a queryset or ids); by default every episode with a final label. Labels of
-    UNSURE are left out; the estimate is only as good as the sample is random.
+    `sample` is the sampled episodes (a queryset or ids); by default every episode with a final label (which
+    `validate_compute` also reports as `report.sample`). UNSURE labels are left out; the estimate is only as good as
+    the sample is random.
     """
-    labelled = Q(final_label__verdict__in=[LabelVerdict.SUCCESS, LabelVerdict.NOT_SUCCESS])
+    labelled, true = _LABELLED, _LABELLED_TRUE
     if sample is not None:
-        labelled &= Q(id__in=sample)
-    true = labelled & Q(final_label__verdict=LabelVerdict.SUCCESS)
+        labelled, true = labelled & Q(id__in=sample), true & Q(id__in=sample)
     yes, no = Q(cj__verdict=SUCCESS), Q(cj__verdict=NOT_SUCCESS)
     episodes = Episode.objects.filter(run_id__in=_run_ids(runs)).annotate(
         cj=FilteredRelation("judgments", condition=Q(judgments__config=config)))
     cells = episodes.aggregate(
         n_s=Count("id", filter=yes), l_s=Count("id", filter=yes & labelled), t_s=Count("id", filter=yes & true),
         n_f=Count("id", filter=no), l_f=Count("id", filter=no & labelled), t_f=Count("id", filter=no & true))
-    return sample_estimate(Stratum(cells["n_s"], cells["l_s"], cells["t_s"]),
-                           Stratum(cells["n_f"], cells["l_f"], cells["t_f"]), target_half_width=target_half_width)
+    return _sample_from(cells, target_half_width)
 
 
 # ── agreement between humans ─────────────────────────────────────────────────
@@ -241,17 +258,19 @@ def reviewer_agreement(*, runs: Iterable[Run]) -> list[dict]:
 
 def judge_reviewer_agreement(*, runs: Iterable[Run], config: JudgeConfig) -> list[dict]:
     """The judge config against each reviewer, on the episodes the reviewer decided and the judge gave a verdict."""
+    # Looked up per label through the (episode, config) unique index: labels are few, judgments many.
+    verdict = Judgment.objects.filter(episode=OuterRef("episode_id"), config=config).values("verdict")[:1]
     rows = (Label.objects.filter(episode__run_id__in=_run_ids(runs), verdict__in=_DECIDED)
-            .annotate(cj=FilteredRelation("episode__judgments", condition=Q(episode__judgments__config=config)))
-            .filter(cj__verdict__in=[SUCCESS, NOT_SUCCESS])
+            .annotate(judge=Subquery(verdict))
             .values("reviewer__username")
-            .annotate(tp=Count("id", filter=Q(verdict=LabelVerdict.SUCCESS, cj__verdict=SUCCESS)),
-                      fp=Count("id", filter=Q(verdict=LabelVerdict.NOT_SUCCESS, cj__verdict=SUCCESS)),
-                      fn=Count("id", filter=Q(verdict=LabelVerdict.SUCCESS, cj__verdict=NOT_SUCCESS)),
-                      tn=Count("id", filter=Q(verdict=LabelVerdict.NOT_SUCCESS, cj__verdict=NOT_SUCCESS)))
+            .annotate(tp=Count("id", filter=Q(verdict=LabelVerdict.SUCCESS, judge=SUCCESS)),
+                      fp=Count("id", filter=Q(verdict=LabelVerdict.NOT_SUCCESS, judge=SUCCESS)),
+                      fn=Count("id", filter=Q(verdict=LabelVerdict.SUCCESS, judge=NOT_SUCCESS)),
+                      tn=Count("id", filter=Q(verdict=LabelVerdict.NOT_SUCCESS, judge=NOT_SUCCESS)))
             .order_by("reviewer__username"))
-    return [{"reviewer": r["reviewer__username"], **_pair_summary(Confusion(r["tp"], r["fp"], r["fn"], r["tn"]))}
-            for r in rows]
+    found = [{"reviewer": r["reviewer__username"], **_pair_summary(Confusion(r["tp"], r["fp"], r["fn"], r["tn"]))}
+             for r in rows]
+    return [row for row in found if row["episodes"]]
 
 
 def default_config(*, runs: Iterable[Run]) -> JudgeConfig | None:
