@@ -96,7 +96,8 @@ def validate_page(request: HttpRequest) -> HttpResponse:
         context["no_judgments"] = True
     elif data is not None:
         try:
-            context.update(_results(data), config=data["config"], against_label=AGAINST_CHOICES[data["against"]])
+            context.update(_results(data), config=data["config"], compare_config=data["compare"],
+                           against_label=AGAINST_CHOICES[data["against"]])
         except ValidateError as error:
             form.add_error(None, str(error))
     return render(request, "review/validate.html", context)

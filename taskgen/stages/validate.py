@@ -22,7 +22,7 @@ AGAINST_CHOICES = {
     "human": "final human labels",
     "reviewer": "one reviewer's labels",
 }
-LIST_LIMIT = 200  # false positives/negatives shown on the page; the downloads hold them all
+LIST_LIMIT = 100  # false positives/negatives shown on the page; the downloads hold them all
 SUCCESS, NOT_SUCCESS, NO_VERDICT = (Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS, Judgment.Verdict.NONE)
 
 
@@ -129,11 +129,11 @@ def _grouped(rows: list[dict], key: str) -> list[dict]:
 
 
 def _episode_list(queryset: QuerySet, condition: Q, limit: int | None) -> list[dict]:
-    rows = queryset.filter(condition).values("id", "task__task_id", "site__slug", "run__name", "task_order")
+    rows = queryset.filter(condition).values("id", "task__task_id", "task__instruction", "site__slug", "run__name")
     rows = rows.order_by("run_id", "task_order", "id")
     rows = rows[:limit] if limit is not None else rows
     return [{"episode_id": r["id"], "task_id": r["task__task_id"], "site": r["site__slug"], "run": r["run__name"],
-             "url": Episode(pk=r["id"]).get_absolute_url()} for r in rows]
+             "instruction": r["task__instruction"], "url": Episode(pk=r["id"]).get_absolute_url()} for r in rows]
 
 
 def validate_compute(*, runs: Iterable[Run], config: JudgeConfig, against: str = "verifier", reviewer=None,
