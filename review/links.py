@@ -10,3 +10,12 @@ def review_queue_url_for(episode_ids: Sequence[int]) -> str | None:
     The review workbench wires this to its queue (e.g. a queue created from the ids, or a filter URL).
     """
     return None
+
+
+def random_sample_episodes(runs) -> object | None:
+    """The episodes of the runs' random-sample review queue (a queryset or ids), or None while no such queue exists.
+
+    None makes the validate page estimate from every episode with a final label; the review workbench wires this to
+    its random-sample queue so the estimate rests on a truly random sample.
+    """
+    return None

@@ -163,3 +163,15 @@ def test_task_ids_are_per_episode_not_per_task(viewer_client, judged):
     task = TaskFactory(site=judged["fp"].site)
     assert task.task_id not in viewer_client.get(reverse("review:validate_false_positives"),
                                                  _query(judged)).content.decode()
+
+
+def test_the_sample_estimate_uses_the_random_sample_queue_once_wired(viewer_client, judged, monkeypatch):
+    labelled = make_episode(run=judged["run"], site=SiteFactory(slug="shop"), verdict="SUCCESS",
+                            config=judged["config"], final="NOT SUCCESS")
+    make_episode(run=judged["run"], site=SiteFactory(slug="shop"), verdict="SUCCESS", config=judged["config"],
+                 final="SUCCESS")
+    page = viewer_client.get(reverse("review:validate"), _query(judged)).content.decode()
+    assert "Precision of the judged successes: 0.5</strong>" in page  # every final label: 1 of 2
+    monkeypatch.setattr("review.views.validate.random_sample_episodes", lambda runs: [labelled.pk])
+    page = viewer_client.get(reverse("review:validate"), _query(judged)).content.decode()
+    assert "Precision of the judged successes: 0.0</strong>" in page  # the queue holds only the failed one

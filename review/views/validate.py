@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from review.charts import confusion_heatmap, site_intervals_chart
-from review.links import review_queue_url_for
+from review.links import random_sample_episodes, review_queue_url_for
 from review.roles import Role, require_role
 from taskgen.models import JudgeConfig, Run
 from taskgen.stages.validate import (
@@ -23,6 +23,7 @@ from taskgen.stages.validate import (
     validate_compare,
     validate_compute,
     validate_false_positive_task_ids,
+    validate_sample_estimate,
 )
 from taskgen.stats import REFERENCE_KEYS
 
@@ -70,12 +71,18 @@ def _choices(form: ValidateForm) -> dict | None:
     return data if data["config"] else None
 
 
+def _sample(runs: list[Run], config: JudgeConfig, report) -> dict:
+    """The sample estimate: from the random-sample queue once it is wired, else from every final label."""
+    sample = random_sample_episodes(runs)
+    return report.sample if sample is None else validate_sample_estimate(runs=runs, config=config, sample=sample)
+
+
 def _results(data: dict) -> dict:
     runs, config, against, reviewer = data["runs"], data["config"], data["against"], data["reviewer"]
     report = validate_compute(runs=runs, config=config, against=against, reviewer=reviewer)
     results = {"report": report, "heat": confusion_heatmap(report.figures),
                "site_chart": site_intervals_chart(report.per_site),
-               "sample": report.sample,
+               "sample": _sample(runs, config, report),
                "reviewer_pairs": reviewer_agreement(runs=runs),
                "judge_vs_reviewers": judge_reviewer_agreement(runs=runs, config=config),
                "fp_queue_url": review_queue_url_for([row["episode_id"] for row in report.false_positives]),
