@@ -175,3 +175,19 @@ def test_the_sample_estimate_uses_the_random_sample_queue_once_wired(viewer_clie
     monkeypatch.setattr("review.views.validate.random_sample_episodes", lambda runs: [labelled.pk])
     page = viewer_client.get(reverse("review:validate"), _query(judged)).content.decode()
     assert "Precision of the judged successes: 0.0</strong>" in page  # the queue holds only the failed one
+
+
+def test_reviewer_truth_needs_a_reviewer_and_unknown_runs_are_refused(viewer_client, judged):
+    page = viewer_client.get(reverse("review:validate"), _query(judged, against="reviewer")).content.decode()
+    assert "Choose whose labels are the ground truth." in page
+    response = viewer_client.get(reverse("review:validate_csv"), {"runs": [987654], "against": "verifier"})
+    assert response.status_code == 400
+
+
+def test_one_reviewers_labels_as_truth_on_the_page(viewer_client, judged):
+    ann = UserFactory(username="ann")
+    Label.objects.create(episode=judged["fp"], reviewer=ann, verdict="SUCCESS")
+    query = _query(judged, against="reviewer", reviewer=ann.pk)
+    page = viewer_client.get(reverse("review:validate"), query).content.decode()
+    assert "against one reviewer&#x27;s labels (ann)" in page
+    assert json.loads(viewer_client.get(reverse("review:validate_json"), query).content)["reference"]["tp"] == 1
