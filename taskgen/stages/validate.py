@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db.models import Count, F, FilteredRelation, OuterRef, Q, QuerySet, Subquery, Sum
+from django.urls import reverse
 
 from review.models import Label, LabelVerdict
 from taskgen.models import Episode, JudgeConfig, Judgment, Run
@@ -132,8 +133,10 @@ def _episode_list(queryset: QuerySet, condition: Q, limit: int | None) -> list[d
     rows = queryset.filter(condition).values("id", "task__task_id", "task__instruction", "site__slug", "run__name")
     rows = rows.order_by("run_id", "task_order", "id")
     rows = rows[:limit] if limit is not None else rows
+    # Episode.get_absolute_url's URL, reversed without building a model instance per row
     return [{"episode_id": r["id"], "task_id": r["task__task_id"], "site": r["site__slug"], "run": r["run__name"],
-             "instruction": r["task__instruction"], "url": Episode(pk=r["id"]).get_absolute_url()} for r in rows]
+             "instruction": r["task__instruction"], "url": reverse("review:episode_detail", args=[r["id"]])}
+            for r in rows]
 
 
 def validate_compute(*, runs: Iterable[Run], config: JudgeConfig, against: str = "verifier", reviewer=None,
