@@ -88,8 +88,9 @@ def _results(data: dict) -> dict:
                "fp_queue_url": review_queue_url_for([row["episode_id"] for row in report.false_positives]),
                "fn_queue_url": review_queue_url_for([row["episode_id"] for row in report.false_negatives])}
     if data["compare"]:
+        # the side-by-side section shows figures only: no episode lists to fetch
         results["comparison"] = validate_compare(runs=runs, config_a=config, config_b=data["compare"],
-                                                 against=against, reviewer=reviewer)
+                                                 against=against, reviewer=reviewer, list_limit=0)
     return results
 
 
