@@ -167,3 +167,14 @@ def test_default_config_is_the_most_used_on_the_run(run, config):
     make_cells(run=run, config=JudgeConfigFactory(model="rare"), site=site, tp=1)
     assert default_config(runs=[run]) == config
     assert default_config(runs=[RunFactory()]) is None
+
+
+def test_several_runs_are_measured_together(config):
+    site = SiteFactory(slug="shop")
+    first, second = RunFactory(name="arm-a"), RunFactory(name="arm-b")
+    make_cells(run=first, config=config, site=site, tp=2, fp=1)
+    make_cells(run=second, config=config, site=site, tn=3, fp=1)
+    both = validate_compute(runs=[first, second], config=config)
+    assert (both.figures["episodes"], both.figures["fp"], both.runs) == (7, 2, ["arm-a", "arm-b"])
+    assert [row["run"] for row in both.false_positives] == sorted(row["run"] for row in both.false_positives)
+    assert validate_compute(runs=[second], config=config).figures["episodes"] == 4
