@@ -68,6 +68,8 @@ def _choices(form: ValidateForm) -> dict | None:
     runs = list(data["runs"])
     data["runs"] = runs
     data["config"] = data["config"] or default_config(runs=runs)
+    if data["compare"] == data["config"]:  # the default config picked as its own comparison: nothing to compare
+        data["compare"] = None
     return data if data["config"] else None
 
 
