@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from review.models import FinalLabel, Label
-from taskgen.models import Judgment, VerifierResult
-from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, SiteFactory, TaskFactory
+from taskgen.models import VerifierResult
+from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, TaskFactory
 
 CELL_PAIRS = {"tp": (True, "SUCCESS"), "fp": (False, "SUCCESS"), "fn": (True, "NOT SUCCESS"),
               "tn": (False, "NOT SUCCESS")}
@@ -46,6 +46,3 @@ def reference_validate(pairs: list[tuple[bool, bool]]) -> dict:
 def label(episode, reviewer, verdict: str) -> Label:
     return Label.objects.create(episode=episode, reviewer=reviewer, verdict=verdict)
 
-
-__all__ = ["make_episode", "make_cells", "reference_validate", "label", "RunFactory", "SiteFactory",
-           "JudgeConfigFactory", "Judgment"]
