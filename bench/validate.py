@@ -1,0 +1,147 @@
+"""The validate page's server time at 10,000 and 100,000 episodes (target: at most 300 ms at 100,000 on PostgreSQL).
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/NAME .venv/bin/python bench/validate.py [--sizes 10000,100000]
+
+Works in a throwaway test database (`test_NAME`, made and dropped here), filled with bulk inserts: 100 sites, one
+verifier result per episode, two judge configs, final labels on a 2% sample and three reviewers' labels on 1%.
+Prints the median of several requests per page variant, and the query count; asserts nothing.
+
+Measured on 2026-12-02 on the shared 2-core machine (load average 8 to 14 from other work), one config against the
+verifiers: 10,000 episodes 176 ms wall / 136 ms CPU; 100,000 episodes 1,345 ms wall / 434 ms CPU (14 queries both).
+About 280 ms of that CPU is the one grouped query joining episodes, verifier results and judgments (plan and
+aggregate shape barely matter: the joins over 100,000 rows do). Meeting 300 ms here would take a summary table per
+(run, config, site, kind) kept current by the judge, import and label writes.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from review.models import FinalLabel, Label  # noqa: E402
+from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, Task, VerifierResult  # noqa: E402
+
+BATCH = 5000
+SITES = 100
+
+
+def _bulk(model, rows: list) -> list:
+    return model.objects.bulk_create(rows, batch_size=BATCH)
+
+
+def _fill(run: Run, configs: list[JudgeConfig], reviewers: list, start: int, count: int, rng: random.Random) -> None:
+    """`count` more episodes of `run`, each with a verifier result, both configs' judgments and a few labels."""
+    sites = list(Site.objects.order_by("id"))
+    tasks = _bulk(Task, [Task(task_id=f"bench-{i:07d}", site=sites[i % SITES], instruction=f"bench task {i}",
+                              task_kind="action" if i % 3 else "info") for i in range(start, start + count)])
+    episodes = _bulk(Episode, [Episode(run=run, task=t, site=t.site, task_kind=t.task_kind, task_order=start + k,
+                                       steps=5) for k, t in enumerate(tasks)])
+    truth = {e.pk: rng.random() < 0.4 for e in episodes}
+    _bulk(VerifierResult, [VerifierResult(episode=e, ok=truth[e.pk], source="results.jsonl") for e in episodes])
+    for config, accuracy in zip(configs, (0.85, 0.7), strict=True):
+        verdicts = ["SUCCESS" if (truth[e.pk] if rng.random() < accuracy else not truth[e.pk]) else "NOT SUCCESS"
+                    for e in episodes]
+        verdicts = ["NONE" if rng.random() < 0.01 else v for v in verdicts]
+        _bulk(Judgment, [Judgment(episode=e, config=config, verdict=v, cost_usd="0.0012")
+                         for e, v in zip(episodes, verdicts, strict=True)])
+    sample = [e for e in episodes if rng.random() < 0.02]
+    _bulk(FinalLabel, [FinalLabel(episode=e, verdict="SUCCESS" if truth[e.pk] else "NOT SUCCESS") for e in sample])
+    _bulk(Label, [Label(episode=e, reviewer=r, verdict=rng.choice(["SUCCESS", "NOT SUCCESS"]))
+                  for e in sample[: len(sample) // 2] for r in reviewers])
+
+
+def _cpu_seconds() -> float:
+    """CPU used by this process and its PostgreSQL backend: what the requests cost on an otherwise idle machine."""
+    used = time.process_time()
+    stat = Path(f"/proc/{_backend_pid()}/stat") if connection.vendor == "postgresql" else None
+    if stat is not None and stat.exists():
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+        used += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    return used
+
+
+def _backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def _time_page(client: Client, query: dict, repeats: int) -> tuple[float, float, int]:
+    """Median wall time, mean CPU time (ms) and the query count of the page."""
+    with CaptureQueriesContext(connection) as captured:  # also warms caches and the connection
+        assert client.get("/validate/", query).status_code == 200  # noqa: S101 - a broken page is not a figure
+    queries = len(captured)  # counted now: the next request clears the connection's query log
+    times, cpu_start = [], _cpu_seconds()
+    for _ in range(repeats):
+        started = time.perf_counter()
+        client.get("/validate/", query)
+        times.append((time.perf_counter() - started) * 1000)
+    cpu = (_cpu_seconds() - cpu_start) / repeats * 1000
+    return statistics.median(times), cpu, queries
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    settings.ALLOWED_HOSTS = ["*"]
+    vendor = connection.vendor
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    try:
+        rng = random.Random(1)
+        _bulk(Site, [Site(slug=f"bench-site-{i:03d}", name=f"Bench site {i}") for i in range(SITES)])
+        run = Run.objects.create(name="bench-run")
+        configs = [JudgeConfig.objects.create(provider="gemini", model="gemini-3.5-flash", prompt_version="v1"),
+                   JudgeConfig.objects.create(provider="rules", model="rules-v1", prompt_version="v1")]
+        user_model = get_user_model()
+        reviewers = [user_model.objects.create(username=f"bench-reviewer-{i}") for i in range(3)]
+        admin = user_model.objects.create(username="bench-admin", is_superuser=True, is_staff=True)
+        client = Client()
+        client.force_login(admin)
+        have = 0
+        if vendor == "postgresql":
+            with connection.cursor() as cursor:  # every query's CPU in one backend process, where it is measured
+                cursor.execute("SET max_parallel_workers_per_gather = 0")
+        print(f"validate page server time on {vendor} (median of {args.repeats} requests; target <= 300 ms at 100,000"
+              f" on PostgreSQL)")
+        print(f"  machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; other work inflates wall"
+              " time, so cpu (this process + its database backend, parallel query off) is shown too")
+        for size in (int(s) for s in args.sizes.split(",")):
+            started = time.perf_counter()
+            _fill(run, configs, reviewers, have, size - have, rng)
+            have = size
+            with connection.cursor() as cursor:
+                if vendor == "postgresql":
+                    cursor.execute("ANALYZE")
+            print(f"  {size:>7,} episodes (filled in {time.perf_counter() - started:.1f} s)")
+            base = {"runs": [run.pk], "config": configs[0].pk, "against": "verifier"}
+            for label, query in (("one config vs verifiers", base),
+                                 ("vs final human labels", {**base, "against": "human"}),
+                                 ("two configs side by side", {**base, "compare": configs[1].pk})):
+                ms, cpu, queries = _time_page(client, query, args.repeats)
+                print(f"    {label:<26} {ms:8.1f} ms wall  {cpu:7.1f} ms cpu  {queries} queries"
+                      f"  (load {os.getloadavg()[0]:.1f})")
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+if __name__ == "__main__":
+    main()
