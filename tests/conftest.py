@@ -12,6 +12,8 @@ def _media_root(settings, tmp_path):
     """Every test writes blobs to its own folder."""
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.DATA_ROOT = tmp_path / "data"
+    # A slow password hash costs about a second per test user on this machine; tests do not need it.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def _client_for(role: str | None, superuser: bool = False) -> Client:

@@ -17,7 +17,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API owns an event loop while it runs, and the harness tests start their own.
+@pytest.fixture(scope="module")
 def chromium_browser():
     if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
         if os.environ.get("TASKGEN_REQUIRE_BROWSER"):

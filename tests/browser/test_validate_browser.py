@@ -1,42 +1,19 @@
 """The validate page in a real Chromium: charts drawn, a false positive one click away, a readable saved PDF."""
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 
 from tests.factories import JudgeConfigFactory, RunFactory, SiteFactory, UserFactory
 from tests.validate_data import make_cells, make_episode
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
-
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def browser(monkeypatch):
-    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
-        if os.environ.get("TASKGEN_REQUIRE_BROWSER"):
-            pytest.fail(f"TASKGEN_REQUIRE_BROWSER is set but {CHROMIUM} is missing")
-        pytest.skip(f"{CHROMIUM} is not installed")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop on this thread; the ORM calls the test makes are still synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def logged_in_page(browser, live_server, settings):
+def logged_in_page(chromium_browser, live_server, settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     UserFactory(username="vera", role="viewer")
-    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page = chromium_browser.new_page(viewport={"width": 1300, "height": 900})
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("input[name=username]", "vera")
     page.fill("input[name=password]", "pw-for-tests")
