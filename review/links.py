@@ -1,21 +1,25 @@
-"""Links from one page family to another that are wired at merge time."""
+"""Links from one page family to another: the validate page's "review these" and its random-sample estimate."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from django.urls import reverse
+
+from review.models import Queue
+from review.queues import sample_episode_ids
+
 
 def review_queue_url_for(episode_ids: Sequence[int]) -> str | None:
-    """The URL of a review queue made of these episodes, or None while no queue page exists (pages hide the link).
-
-    The review workbench wires this to its queue (e.g. a queue created from the ids, or a filter URL).
-    """
-    return None
+    """Where to POST these episode ids to make a review queue of them (None when there are none: the link hides)."""
+    return reverse("review:queue_from_episodes") if episode_ids else None
 
 
-def random_sample_episodes(runs) -> object | None:
-    """The episodes of the runs' random-sample review queue (a queryset or ids), or None while no such queue exists.
-
-    None makes the validate page estimate from every episode with a final label; the review workbench wires this to
-    its random-sample queue so the estimate rests on a truly random sample.
-    """
+def random_sample_episodes(runs) -> set[int] | None:
+    """The newest random-sample queue's episodes over these runs, or None when no such queue exists (the validate
+    page then estimates from every final label)."""
+    run_ids = {run.pk for run in runs}
+    for queue in Queue.objects.filter(kind=Queue.Kind.SAMPLE).order_by("-pk")[:20]:
+        scoped = {int(r) for r in (queue.filters or {}).get("runs") or []}
+        if not scoped or scoped <= run_ids:
+            return sample_episode_ids(queue)
     return None

@@ -10,8 +10,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from review.models import Label
+from review.links import random_sample_episodes
+from review.models import Label, Queue
+from review.queues import sample_episode_ids
+from review.services import queue_create_sample
 from taskgen.models import Site
+from taskgen.stages.validate import validate_compute
 from taskgen.stats import REFERENCE_KEYS
 from tests.factories import JudgeConfigFactory, JudgmentFactory, RunFactory, SiteFactory, TaskFactory, UserFactory
 from tests.validate_data import make_cells, make_episode
@@ -66,10 +70,26 @@ def test_admin_opens_the_newest_run_without_choosing(admin_client_role, judged):
     assert "against verifier results" in page and "runs: human-train" in page
 
 
-def test_review_these_appears_once_the_queue_is_wired(viewer_client, judged, monkeypatch):
-    monkeypatch.setattr("review.views.validate.review_queue_url_for", lambda ids: f"/queue/?ids={len(ids)}")
-    page = viewer_client.get(reverse("review:validate"), _query(judged)).content.decode()
-    assert "/queue/?ids=3" in page and "review these" in page  # 3 false positives on the page
+def test_review_these_makes_a_queue_of_the_false_positives(reviewer_client, judged):
+    page = reviewer_client.get(reverse("review:validate"), _query(judged)).content.decode()
+    assert "review these" in page and reverse("review:queue_from_episodes") in page
+    false_positives = validate_compute(runs=[judged["run"]], config=judged["config"]).false_positives
+    ids = ",".join(str(row["episode_id"]) for row in false_positives)
+    response = reviewer_client.post(reverse("review:queue_from_episodes"), {"episode_ids": ids, "name": "FPs"})
+    queue = Queue.objects.get(name="FPs")
+    assert response.status_code == 302
+    assert set(queue.members.values_list("episode_id", flat=True)) == {row["episode_id"] for row in false_positives}
+
+
+def test_a_viewer_is_not_offered_review_these(viewer_client, judged):
+    assert "review these" not in viewer_client.get(reverse("review:validate"), _query(judged)).content.decode()
+
+
+def test_the_sample_estimate_uses_the_random_sample_queue(reviewer_client, judged):
+    queue = queue_create_sample(name="sample", per_verdict=2, user=reviewer_client.user,
+                                judge_config_id=judged["config"].pk)
+    assert random_sample_episodes([judged["run"]]) == sample_episode_ids(queue)
+    assert len(sample_episode_ids(queue)) == 4
 
 
 def test_pages_explain_what_to_do_when_there_is_nothing_to_show(viewer_client):
