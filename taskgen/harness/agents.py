@@ -41,7 +41,13 @@ def find_element(elements: list[dict], target: dict) -> dict | None:
 
 
 def _garble(text: str) -> str:
-    return text[::-1] if len(text) > 3 else text + "7"
+    """A plausible wrong value: one digit off, or the last word dropped (a near miss, not noise)."""
+    digits = [i for i, c in enumerate(text) if c.isdigit()]
+    if digits:
+        i = digits[-1]
+        return text[:i] + str((int(text[i]) + 3) % 10) + text[i + 1:]
+    words = text.split()
+    return " ".join(words[:-1]) if len(words) > 1 else text + "s"
 
 
 class ScriptedAgent:

@@ -47,7 +47,19 @@ def browser_get():
     return _local.browser
 
 
+def browser_context(viewport: dict):
+    """This thread's browsing context, made once per browser: a new one per episode costs more than the episode's
+    pages. Episodes stay apart because the harness clears the cookies (the only state the sites keep) and opens a
+    new page (a fresh history) for each."""
+    browser = browser_get()
+    context = getattr(_local, "context", None)
+    if context is None or context.browser is not browser:
+        _local.context = browser.new_context(viewport=viewport, locale="en-US")
+    return _local.context
+
+
 def browser_close() -> None:
+    _local.context = None
     for name in ("browser", "playwright"):
         thing = getattr(_local, name, None)
         setattr(_local, name, None)

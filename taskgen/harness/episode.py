@@ -12,7 +12,7 @@ from sandbox.evidence import COOKIE
 from sandbox.models import SandboxSession
 from sandbox.verifiers import VerifierError, verifier_evaluate
 from taskgen.harness.agents import Agent
-from taskgen.harness.browser import HarnessError, browser_get, in_browser_thread
+from taskgen.harness.browser import HarnessError, browser_context, in_browser_thread
 from taskgen.harness.observe import TEXT_CAP, Observation, observe
 from taskgen.harness.rundir import EpisodeRecord
 
@@ -63,11 +63,12 @@ def episode_run(*, task: dict, agent: Agent, base_url: str, max_steps: int = 20,
 
 def _drive(record: EpisodeRecord, agent: Agent, token: str, base_url: str, max_steps: int, clock: _Clock) -> None:
     with clock.phase("browser"):
-        context = browser_get().new_context(viewport=VIEWPORT, locale="en-US")
+        context = browser_context(VIEWPORT)
+        context.clear_cookies()
+        context.add_cookies([{"name": COOKIE, "value": token, "url": base_url + "/"}])
+        page = context.new_page()
     try:
         with clock.phase("browser"):
-            context.add_cookies([{"name": COOKIE, "value": token, "url": base_url + "/"}])
-            page = context.new_page()
             page.set_default_timeout(STEP_TIMEOUT_MS)
             page.goto(resolve_url(base_url, record.task.get("start_path") or "/"), wait_until="load")
         _loop(record, agent, page, base_url, max_steps, clock)
@@ -76,7 +77,7 @@ def _drive(record: EpisodeRecord, agent: Agent, token: str, base_url: str, max_s
             record.seen.append(page.inner_text("body")[:TEXT_CAP])
     finally:
         with clock.phase("browser"):
-            context.close()
+            page.close()
 
 
 def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: int, clock: _Clock) -> None:
