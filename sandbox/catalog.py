@@ -57,7 +57,8 @@ def _shop_tasks() -> list[dict]:
     out = []
     for p in products[2::8][:6]:
         out.append(("price", "info", f"What does “{p['name']}” cost at Maison Épicerie? Report the price.",
-                    [_answer(p["price"], part="the answer states the price")], _find_product(p) + _say(f"€{p['price']}")))
+                    [_answer(p["price"], part="the answer states the price")],
+                    _find_product(p) + _say(f"€{p['price']}")))
     for cat in list(SHOP_CATEGORIES)[:3]:
         best = max((p for p in products if p["category"] == cat), key=lambda p: p["rating"])
         out.append(("top_rated", "info", f"Which {cat} product has the best customer rating? Report its name.",
@@ -73,7 +74,8 @@ def _shop_tasks() -> list[dict]:
     for i, p in enumerate(products[5::11][:4]):
         qty = 2 + i % 3
         out.append(("add_to_cart", "action", f"Put {qty} of “{p['name']}” in my cart.",
-                    [_row("shop", "cart_items", {"product_id": p["id"], "qty": qty}, f"{qty} × {p['name']} in the cart")],
+                    [_row("shop", "cart_items", {"product_id": p["id"], "qty": qty},
+                          f"{qty} × {p['name']} in the cart")],
                     _find_product(p) + [_type("qty", str(qty)), _click("Add to cart"), {"done": {}}]))
     out += [_buy_task(p, i) for i, p in enumerate(products[7::12][:4])]
     for cat, sort, label in (("tea", "price_asc", "cheapest first"), ("books", "rating", "best rated first")):

@@ -23,7 +23,8 @@ ELEMENTS_JS = """
                : (el.tagName === 'SELECT' ? '' : (el.innerText || el.getAttribute('aria-label') || ''));
     out.push({index: i, tag: el.tagName.toLowerCase(), type: el.getAttribute('type') || '', name: el.name || '',
               text: text.trim().slice(0, 120), label: label.trim().slice(0, 80), href: el.getAttribute('href') || '',
-              options: el.tagName === 'SELECT' ? Array.from(el.options).map(o => ({text: o.text, value: o.value})) : []});
+              options: el.tagName === 'SELECT'
+                ? Array.from(el.options).map(o => ({text: o.text, value: o.value})) : []});
   }
   return out;
 }
