@@ -134,13 +134,15 @@ _BROKER_SCHEMES = {"redis", "rediss", "amqp", "memory", "sqla+sqlite", "sqla+pos
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL == "filesystem://":
     _queue_dir = VAR_DIR / "broker"
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_queue_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir / "queue"),
         "data_folder_out": str(_queue_dir / "queue"),
         "processed_folder": str(_queue_dir / "processed"),
         "store_processed": False,
+        # Without it kombu writes its control exchange files into the current directory.
+        "control_folder": str(_queue_dir / "control"),
     }
 elif CELERY_BROKER_URL.split("://", 1)[0] not in _BROKER_SCHEMES:
     raise ImproperlyConfigured(f"CELERY_BROKER_URL has an unsupported scheme: {CELERY_BROKER_URL.split('://', 1)[0]!r}")

@@ -72,8 +72,9 @@ def _outcome_word(outcome: dict | None) -> str:
 
 
 def _start_worker(processes: int, pipeline_run_id: int) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "celery", "-A", "taskgen", "worker", "-Q", "browser", "--concurrency",
-           str(processes), "--pool", "prefork", "--loglevel", "WARNING", "-n", f"attempt-{pipeline_run_id}@%h"]
+    cmd = [sys.executable, "-m", "celery", "-A", "taskgen", "--quiet", "worker", "-Q", "browser", "--concurrency",
+           str(processes), "--pool", "prefork", "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
+           "-n", f"attempt-{pipeline_run_id}@%h"]
     return subprocess.Popen(cmd, env=dict(os.environ), stdin=subprocess.DEVNULL)
 
 

@@ -15,11 +15,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from sandbox.seed import SITES
+from sandbox.sitemap import sitemaps_sync
 from taskgen.harness.agents import AgentError, agent_create
 from taskgen.harness.episode import episode_run
 from taskgen.harness.rundir import EpisodeRecord, episode_write
 from taskgen.harness.server import sandbox_base_url
-from taskgen.models import Episode, PipelineRun, Run, VerifierResult
+from taskgen.models import Episode, PipelineRun, Run, Site, VerifierResult
 from taskgen.pipeline_runs import (
     pipeline_run_create,
     pipeline_run_error,
@@ -184,10 +186,18 @@ def attempt_import(*, pipeline_run: PipelineRun, run_dir: Path) -> dict:
         "notes": f"attempted here with the {params['agent_name']} agent, mistake rate {params['mistakes']}"})
     summary = import_run_dir(run_dir=run_dir, name=run.name, verifier_source=VerifierResult.Source.SANDBOX)
     _mark(run, outcomes)
+    _sandbox_sites_describe(run)
     PipelineRun.objects.filter(pk=pipeline_run.pk).update(run=run)
     passed = sum(1 for o in outcomes if o["ok"])
     return {**summary.as_dict(), "episodes": len(outcomes), "verifier_pass": passed,
             "failed": sum(1 for o in outcomes if o["error"])}
+
+
+def _sandbox_sites_describe(run: Run) -> None:
+    """Sandbox sites named by the run get their name and generated sitemap the first time (the proposer reads it)."""
+    slugs = set(Episode.objects.filter(run=run).values_list("site__slug", flat=True))
+    if slugs & set(SITES) and Site.objects.filter(slug__in=slugs & set(SITES), sitemap={}).exists():
+        sitemaps_sync()
 
 
 def _mark(run: Run, outcomes: list[dict]) -> None:
