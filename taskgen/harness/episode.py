@@ -15,6 +15,7 @@ from taskgen.harness.agents import Agent
 from taskgen.harness.browser import HarnessError, browser_context, in_browser_thread
 from taskgen.harness.observe import TEXT_CAP, Observation, observe
 from taskgen.harness.rundir import EpisodeRecord
+from taskgen.harness.server import server_seconds
 
 VIEWPORT = {"width": 1280, "height": 800}
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -47,6 +48,7 @@ def episode_run(*, task: dict, agent: Agent, base_url: str, max_steps: int = 20,
     """Run one task to the end; any failure (browser died, page error, timeout) is kept in `record.error`."""
     record = EpisodeRecord(task=task, agent=agent.name)
     clock = _Clock()
+    served_before = server_seconds()
     session = SandboxSession.objects.create(label=label or task["task_id"])
     try:
         with clock.phase("agent"):
@@ -57,7 +59,7 @@ def episode_run(*, task: dict, agent: Agent, base_url: str, max_steps: int = 20,
         record.finished = "error"
     with clock.phase("app"):
         _collect_evidence(record, session)
-    record.timings = clock.spent
+    record.timings = {**clock.spent, "sandbox_server": server_seconds() - served_before}
     return record
 
 

@@ -6,6 +6,7 @@ configured base URL (TASKGEN_SANDBOX_BASE_URL, or a test's live server) replaces
 from __future__ import annotations
 
 import threading
+import time
 
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
@@ -13,6 +14,27 @@ from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
 
 _lock = threading.Lock()
 _server: ThreadedWSGIServer | None = None
+_served = {"seconds": 0.0}  # time this process's server spent in Django, for the benchmark's browser/app split
+
+
+class _TimedApp:
+    """The Django WSGI app, timing each request (the body is built before the handler returns it)."""
+
+    def __init__(self) -> None:
+        self.app = WSGIHandler()
+
+    def __call__(self, environ, start_response):
+        start = time.perf_counter()
+        try:
+            return self.app(environ, start_response)
+        finally:
+            with _lock:
+                _served["seconds"] += time.perf_counter() - start
+
+
+def server_seconds() -> float:
+    """Seconds this process's sandbox server has spent in Django so far."""
+    return _served["seconds"]
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -32,7 +54,7 @@ def sandbox_server_start() -> str:
         if _server is None:
             server = ThreadedWSGIServer(("127.0.0.1", 0), _QuietHandler, allow_reuse_address=False)
             server.daemon_threads = True
-            server.set_app(WSGIHandler())
+            server.set_app(_TimedApp())
             threading.Thread(target=server.serve_forever, name="sandbox-server", daemon=True).start()
             _server = server
         host, port = _server.server_address[:2]

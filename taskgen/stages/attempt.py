@@ -9,6 +9,7 @@ The run dir is DATA_ROOT/attempts/<name>/: tasks.jsonl, one folder per task, res
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -125,9 +126,12 @@ def attempt_episode(*, pipeline_run_id: int, task_id: str) -> dict | None:
     marker = run_dir / OUTCOMES / f"{task_id}.json"
     if marker.exists() or pipeline_run_is_cancelled(pipeline_run_id=pipeline_run_id):
         return None
-    pipeline_run_start(pipeline_run_id=pipeline_run_id)
+    if pipeline_run.status == PipelineRun.Status.QUEUED:  # the first episode starts the run's clock
+        pipeline_run_start(pipeline_run_id=pipeline_run_id)
     record = _record(pipeline_run, run_dir, task_id)
+    started = time.perf_counter()
     episode_write(record=record, run_dir=run_dir)
+    record.timings["write"] = time.perf_counter() - started
     outcome = {"task_id": task_id, "ok": None if record.verifier is None else record.verifier["ok"],
                "parts": (record.verifier or {}).get("parts", []), "error": record.error,
                "finished": record.finished, "steps": len(record.rows), "timings": record.timings}
