@@ -157,10 +157,10 @@ def _collect_evidence(record: EpisodeRecord, session: SandboxSession) -> None:
     session.refresh_from_db()
     record.log, record.changes = session.log, session.changes
     verifier = record.task.get("verifier")
-    if record.error or not verifier:
-        return
-    try:
-        outcome = verifier_evaluate(verifier=verifier, state=session.state, answer=record.answer, log=session.log)
-        record.verifier = outcome.as_dict()
-    except VerifierError as exc:
-        record.verifier = {"ok": False, "parts": [], "error": str(exc)}
+    if not record.error and verifier:
+        try:
+            outcome = verifier_evaluate(verifier=verifier, state=session.state, answer=record.answer, log=session.log)
+            record.verifier = outcome.as_dict()
+        except VerifierError as exc:
+            record.verifier = {"ok": False, "parts": [], "error": str(exc)}
+    session.delete()  # its evidence is in the record now; a finished episode's site copy is not worth keeping

@@ -12,11 +12,20 @@ import pytest
 
 from sandbox.catalog import sandbox_tasks
 from taskgen.harness.agents import ScriptedAgent
+from taskgen.harness.browser import browser_close, in_browser_thread
 from taskgen.harness.episode import episode_run
 from taskgen.models import Episode, PipelineRun, Run, Screenshot
 from taskgen.stages.attempt import attempt_episode, attempt_start
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_harness_browser():
+    """The harness keeps its browser between episodes; closing it ends its keep-alive connections to the live
+    server, whose threads then release their database connections before the test database is dropped."""
+    yield
+    in_browser_thread(browser_close)
 
 
 @pytest.fixture
@@ -60,7 +69,8 @@ def test_a_wrong_value_fails_the_verifier_in_chromium(chromium, live_server):
     assert [p["ok"] for p in record.verifier["parts"]] == [False, True]
 
 
-def test_attempt_writes_a_run_dir_imports_it_and_records_a_crash_as_failed(chromium, live_server, settings, tmp_path):
+def test_attempt_writes_a_run_dir_imports_it_and_records_a_crash_as_failed(chromium, live_server, settings, tmp_path,
+                                                                           viewer_client):
     settings.SANDBOX_BASE_URL = live_server.url
     crash = {**_task("sb-shop-002"), "task_id": "sb-crash-001", "start_path": f"http://127.0.0.1:{_closed_port()}/"}
     tasks = [_task("sb-shop-003"), _task("sb-booking-012"), crash]
@@ -77,7 +87,11 @@ def test_attempt_writes_a_run_dir_imports_it_and_records_a_crash_as_failed(chrom
     assert "ERR_CONNECTION_REFUSED" in pipeline_run.errors[0]
     run_dir = settings.DATA_ROOT / "attempts" / "t-run"
     _assert_run_dir(run_dir)
-    _assert_imported(Run.objects.get(name="t-run"), pipeline_run)
+    run = Run.objects.get(name="t-run")
+    _assert_imported(run, pipeline_run)
+    page = viewer_client.get(run.episodes.get(task__task_id="sb-booking-012").get_absolute_url()).content.decode()
+    assert 'class="pill ok">pass' in page and "/sites/booking/rooms/" in page and "bookings" in page
+    assert page.count("<img") >= 5  # the step screenshots and the final one
 
 
 def _assert_run_dir(run_dir):
