@@ -184,6 +184,8 @@ HARNESS_CHROMIUM = env_str("TASKGEN_CHROMIUM", "/usr/bin/chromium")
 # Where the harness reaches the sandbox sites; empty: each harness process serves them itself on 127.0.0.1.
 SANDBOX_BASE_URL = env_str("TASKGEN_SANDBOX_BASE_URL", "")
 HARNESS_MAX_STEPS = env_int("TASKGEN_HARNESS_MAX_STEPS", 20, minimum=1)
+# An episode still running after this many seconds is stopped and recorded as failed (below the Celery time limit).
+HARNESS_EPISODE_SECONDS = env_int("TASKGEN_HARNESS_EPISODE_SECONDS", 120, minimum=5)
 REVIEW_RESERVATION_MINUTES = env_int("TASKGEN_RESERVATION_MINUTES", 5, minimum=1)
 SAMPLE_SEED = env_int("TASKGEN_SAMPLE_SEED", 20261202)
 

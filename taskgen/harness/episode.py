@@ -8,6 +8,8 @@ import time
 from contextlib import contextmanager
 from urllib.parse import urljoin, urlsplit
 
+from django.conf import settings
+
 from sandbox.evidence import COOKIE
 from sandbox.models import SandboxSession
 from sandbox.verifiers import VerifierError, verifier_evaluate
@@ -84,7 +86,10 @@ def _drive(record: EpisodeRecord, agent: Agent, token: str, base_url: str, max_s
 
 def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: int, clock: _Clock) -> None:
     record.finished = "step_limit"
+    deadline = time.monotonic() + settings.HARNESS_EPISODE_SECONDS
     for step in range(1, max_steps + 1):
+        if time.monotonic() > deadline:
+            raise HarnessError(f"episode timed out after {settings.HARNESS_EPISODE_SECONDS}s at step {step}")
         with clock.phase("browser"):
             shot = page.screenshot(type="png")
             obs = observe(page, step)
