@@ -5,7 +5,7 @@ The harness only visits loopback addresses (the sandbox sites' server); a step t
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from urllib.parse import urljoin, urlsplit
 
 from django.conf import settings
@@ -80,7 +80,7 @@ def _drive(record: EpisodeRecord, agent: Agent, token: str, base_url: str, max_s
             record.final_shot = page.screenshot(type="png")
             record.seen.append(page.inner_text("body")[:TEXT_CAP])
     finally:
-        with clock.phase("browser"):
+        with clock.phase("browser"), suppress(Exception):  # a dead browser's page is gone already; keep its error
             page.close()
 
 

@@ -122,3 +122,20 @@ def _assert_imported(run, pipeline_run):
     assert all(e["path"].startswith("/sites/booking/") for e in booked.request_log)
     assert all(e["path"].startswith("/sites/shop/") for e in episodes["sb-shop-003"].request_log)
     assert episodes["sb-shop-003"].data_changes == []
+
+
+class _BrowserKillingAgent(ScriptedAgent):
+    """Follows the solution, but its second action takes the browser down, as a Chromium crash would."""
+
+    def act(self, observation):
+        if observation.step == 2:
+            browser_close()  # runs in the harness's browser thread, like everything the agent is asked
+        return super().act(observation)
+
+
+def test_a_browser_that_dies_fails_its_episode_and_the_next_episode_gets_a_new_browser(chromium, live_server):
+    died = episode_run(task=_task("sb-mail-001"), agent=_BrowserKillingAgent(), base_url=live_server.url)
+    assert died.finished == "error" and "closed" in died.error
+    assert died.verifier is None and len(died.shots) == 2  # what it recorded before the crash is kept
+    after = episode_run(task=_task("sb-mail-001"), agent=ScriptedAgent(), base_url=live_server.url)
+    assert after.error == "" and after.verifier["ok"]
