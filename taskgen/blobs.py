@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import tempfile
+import threading
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,14 +16,15 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from taskgen.models import Blob
 
 # Formats a browser shows as an image and Pillow reads; anything else is refused (it could be served as active content).
 IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
-_PILLOW_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError,
-                  Image.DecompressionBombWarning)
+# Pillow's decoders raise many kinds of errors on hostile bytes (struct.error, IndexError, EOFError, ...): the bytes
+# come from websites and agents, so any error while reading them means "not a readable image", never a crash.
+_PILLOW_ERRORS = (Exception,)
 
 
 class BlobError(ValueError):
@@ -75,11 +76,14 @@ def blob_check_image(*, data: bytes, sha256: str | None = None) -> CheckedImage:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
+    """Write beside the target, then rename: a reader never sees half a file (names are per process and thread)."""
+    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{threading.get_ident()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        fd = os.open(tmp, flags, 0o644)
     except FileNotFoundError:  # the first blob of its prefix: make the folder (cheaper than a mkdir every time)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        fd = os.open(tmp, flags, 0o644)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     os.replace(tmp, path)
@@ -92,25 +96,25 @@ def blob_write(*, sha256: str, data: bytes) -> None:
         _write_atomically(path, data)
 
 
+def _rows_for(images: Iterable[CheckedImage]) -> list[Blob]:
+    return [Blob(sha256=i.sha256, size=i.size, content_type=i.content_type, width=i.width, height=i.height)
+            for i in images]
+
+
 def blob_rows_ensure(*, images: Iterable[CheckedImage]) -> dict[str, int]:
-    """Blob rows for checked images whose files are written: existing ones found, new ones bulk-created; sha -> id."""
+    """Blob rows for checked images whose files are written, created where missing; sha -> Blob id."""
     wanted = {image.sha256: image for image in images}
     if not wanted:
         return {}
-    found = dict(Blob.objects.filter(sha256__in=wanted).values_list("sha256", "id"))
-    missing = [Blob(sha256=i.sha256, size=i.size, content_type=i.content_type, width=i.width, height=i.height)
-               for sha, i in wanted.items() if sha not in found]
-    if not missing:
-        return found
     try:
-        with transaction.atomic():  # a savepoint: the common case inserts once and gets the ids back
-            created = Blob.objects.bulk_create(missing)
+        with transaction.atomic():  # a savepoint: new content (the common case) is one INSERT with ids returned
+            created = Blob.objects.bulk_create(_rows_for(wanted.values()))
         if all(b.pk for b in created):
-            return found | {b.sha256: b.pk for b in created}
+            return {b.sha256: b.pk for b in created}
     except IntegrityError:
-        pass  # another import stored one of these between our read and our insert
-    Blob.objects.bulk_create(missing, ignore_conflicts=True)
-    return found | dict(Blob.objects.filter(sha256__in=[b.sha256 for b in missing]).values_list("sha256", "id"))
+        pass  # some are stored already (by an earlier import, or by another import just now)
+    Blob.objects.bulk_create(_rows_for(wanted.values()), ignore_conflicts=True)
+    return dict(Blob.objects.filter(sha256__in=wanted).values_list("sha256", "id"))
 
 
 def blob_store_image(*, data: bytes) -> Blob:

@@ -111,9 +111,10 @@ def test_a_grown_folder_adds_only_what_is_new(tmp_path):
     run_dir = build_run(tmp_path, ["shop-a"])
     import_run_dir(run_dir=run_dir)
     write_episode(run_dir, "shop-c", n=7)
-    write_tasks(run_dir / "tasks.jsonl", [task_line("shop-a"), task_line("shop-c")])
+    write_tasks(run_dir / "tasks.jsonl", [task_line(t) for t in ("shop-a", "shop-c", "shop-d")])
     grown = import_run_dir(run_dir=run_dir)
-    assert (grown.episodes_added, grown.episodes_unchanged, grown.tasks_added) == (1, 1, 1)
+    assert grown.tasks_without_episode == 1  # shop-d has a line but no folder yet
+    assert (grown.episodes_added, grown.episodes_unchanged, grown.tasks_added) == (1, 1, 2)
     assert Episode.objects.count() == 2
 
 
@@ -122,11 +123,12 @@ def test_a_changed_episode_is_updated_in_place(tmp_path):
     first = Episode.objects.get(pk=import_run_dir(run_dir=run_dir).run.episodes.get().pk)
     (run_dir / "shop-a/screenshots/step_2.png").unlink()
     changed = dict(grade_inputs(0), answer="now 9 EUR")
+    del changed["log"]  # a field that is gone must not keep its old value
     (run_dir / "shop-a/grade_inputs.json").write_text(json.dumps(changed))
     summary = import_run_dir(run_dir=run_dir)
     assert (summary.episodes_updated, summary.episodes_added) == (1, 0)
     episode = Episode.objects.get()
-    assert (episode.pk, episode.answer) == (first.pk, "now 9 EUR")
+    assert (episode.pk, episode.answer, episode.request_log) == (first.pk, "now 9 EUR", [])
     assert episode.content_hash != first.content_hash
     assert episode.screenshots.filter(kind="step").count() == 2
 
@@ -234,3 +236,20 @@ def test_blob_bytes_are_stored_once(tmp_path):
     assert Blob.objects.count() == 2  # black (final and row images) and green
     files = list((Path(django_settings.MEDIA_ROOT) / "blobs").rglob("*"))
     assert len([f for f in files if f.is_file()]) == 2
+
+
+def test_the_progress_bar_shows_on_a_terminal_only(tmp_path):
+    import io
+
+    from taskgen.cli.import_ import _progress_bar
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert _progress_bar(io.StringIO())[0] is None
+    screen = Terminal()
+    update, close = _progress_bar(screen)
+    import_run_dir(run_dir=build_run(tmp_path, ["shop-a", "shop-b"]), progress=update)
+    close()
+    assert "2/2" in screen.getvalue()

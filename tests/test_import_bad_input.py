@@ -157,3 +157,34 @@ def test_a_special_file_is_not_read(run_dir):
     os.mkfifo(run_dir / "shop-b/final.png")  # reading a FIFO would wait forever
     summary = import_run_dir(run_dir=run_dir)
     assert _skips(summary)["run/shop-b/final.png"] == "not a regular file"
+
+
+def test_a_symlink_loop_is_skipped(run_dir):
+    (run_dir / "shop-b/final.png").unlink()
+    os.symlink(run_dir / "shop-b/loop-b", run_dir / "shop-b/loop-a")
+    os.symlink(run_dir / "shop-b/loop-a", run_dir / "shop-b/loop-b")
+    os.symlink(run_dir / "shop-b/loop-a", run_dir / "shop-b/final.png")
+    summary = import_run_dir(run_dir=run_dir)
+    assert "cannot be resolved" in _skips(summary)["run/shop-b/final.png"]
+    assert _imported() == ["shop-a", "shop-b"]
+
+
+@pytest.mark.parametrize("content", ["[" * 100_000 + "]" * 100_000, '{"answer": ' + "9" * 5000 + "}"])
+def test_json_too_deep_or_a_number_too_long_is_skipped(run_dir, content):
+    (run_dir / "shop-b/grade_inputs.json").write_text(content)
+    summary = import_run_dir(run_dir=run_dir)
+    assert "invalid JSON" in _skips(summary)["run/shop-b/grade_inputs.json"]
+
+
+def test_nan_in_agent_data_is_stored_as_null(run_dir):
+    (run_dir / "shop-b/grade_inputs.json").write_text('{"answer": "x", "log": [{"status": NaN, "t": Infinity}]}')
+    import_run_dir(run_dir=run_dir)
+    assert Episode.objects.get(task__task_id="shop-b").request_log == [{"status": None, "t": None}]
+
+
+def test_unknown_files_among_screenshots_and_rows_are_named(run_dir):
+    (run_dir / "shop-b/screenshots/step_1.jpg").write_bytes(png())
+    (run_dir / "shop-b/rows/notes.txt").write_text("hi")
+    summary = import_run_dir(run_dir=run_dir)
+    assert _skips(summary) == {"run/shop-b/screenshots/step_1.jpg": "not named step_N.png",
+                               "run/shop-b/rows/notes.txt": "not named step_N.png"}

@@ -40,7 +40,7 @@ def summary_lines(summary: ImportSummary) -> list[str]:
         f"run {s.run.name!r} (id {s.run.pk})",
         f"episodes: {s.episodes_added} added, {s.episodes_updated} updated, {s.episodes_unchanged} unchanged",
         f"screenshots: {s.screenshots} stored",
-        f"tasks: {s.tasks_added} added, {s.tasks_updated} updated",
+        f"tasks: {s.tasks_added} added, {s.tasks_updated} updated, {s.tasks_without_episode} without an episode folder",
         f"verifier results: {s.verifier_results} new or changed, {s.verifier_results_unchanged} unchanged",
         f"judgments: {s.judgments} new or changed, {s.judgments_unchanged} unchanged",
         f"skipped: {len(s.skipped)}",

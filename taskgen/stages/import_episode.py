@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 
 from taskgen.blobs import BlobError, CheckedImage, blob_check_image, blob_rows_ensure, blob_write
 from taskgen.models import Episode, Run, Screenshot, Task
@@ -27,6 +27,7 @@ from taskgen.stages.import_tasks import TaskLine
 
 _STEP_NAME = re.compile(r"step_(\d{1,9})\.png")
 _DONE_MARKERS = {"done", "macro_done"}
+_ROWS_TEXT_FILES = {"rows.jsonl", "episode.json"}
 _LIST_FIELDS = {"actions": "actions", "log": "request_log", "changes": "data_changes"}
 
 
@@ -80,13 +81,17 @@ def _subfolder_ok(ep: EpisodeFolder, sub: str, root: Path) -> bool:
 
 
 def _read_steps(ep: EpisodeFolder, sub: str, kind: str, root: Path) -> None:
-    folder = ep.folder / sub
-    for path in sorted(folder.iterdir()):
+    try:
+        paths = sorted((ep.folder / sub).iterdir())
+    except OSError as exc:
+        ep.skip(f"{sub}/", f"cannot be listed ({exc.strerror or exc})")
+        return
+    for path in paths:
         match = _STEP_NAME.fullmatch(path.name)
         if match:
             _read_into(ep, path, root=root, relpath=f"{sub}/{path.name}", kind=kind, step=int(match.group(1)))
-        elif sub == "screenshots" and not path.name.startswith("."):
-            ep.skip(f"{sub}/{path.name}", "not named step_N.png")
+        elif not path.name.startswith(".") and path.name not in _ROWS_TEXT_FILES:
+            ep.skip(f"{sub}/{path.name}", "not named step_N.png")  # said, so a rows export never loses it silently
 
 
 def episode_folder_read(*, folder: Path, root: Path, shown: str, line: TaskLine) -> EpisodeFolder:
@@ -115,7 +120,9 @@ def episode_folder_read(*, folder: Path, root: Path, shown: str, line: TaskLine)
 
 
 def _evidence(grade_inputs: dict) -> dict:
-    values, extra = {}, {}
+    # Every field set, so rewriting a changed episode leaves nothing of its old evidence behind.
+    values = {"actions": [], "request_log": [], "data_changes": [], "answer": "", "screen_text": []}
+    extra = {}
     for key, value in grade_inputs.items():
         if key in _LIST_FIELDS:
             if not isinstance(value, list):
@@ -128,8 +135,7 @@ def _evidence(grade_inputs: dict) -> dict:
         else:
             extra[key] = value
     values["extra"] = extra
-    actions = values.get("actions", [])
-    values["steps"] = sum(1 for a in actions if not (isinstance(a, dict) and set(a) <= _DONE_MARKERS))
+    values["steps"] = sum(1 for a in values["actions"] if not (isinstance(a, dict) and set(a) <= _DONE_MARKERS))
     return values
 
 
@@ -241,6 +247,7 @@ def episode_save(*, run: Run, task: Task, line: TaskLine, prepared: PreparedEpis
     `blob_ids` (sha -> Blob id) is this import's memory of blobs already in the database; it grows after commits.
     """
     with transaction.atomic():
+        _commit_without_waiting_for_disk()
         new_ids = blob_rows_ensure(images=[image for *_, image in prepared.images if image.sha256 not in blob_ids])
         values = dict(prepared.values, site_id=task.site_id, task_kind=task.task_kind, task_order=line.order)
         episode_id = _episode_write(run=run, task=task, values=values, existing_id=existing_id)
@@ -250,6 +257,14 @@ def episode_save(*, run: Run, task: Task, line: TaskLine, prepared: PreparedEpis
             for kind, step, name, image in prepared.images
         ])
     blob_ids.update(new_ids)  # only after the commit: a rolled-back blob row must not be remembered
+
+
+def _commit_without_waiting_for_disk() -> None:
+    """On PostgreSQL, let this transaction's commit return before its WAL is flushed. Safe here: the database stays
+    consistent, and the few episodes a crash could lose are imported again by the next (idempotent) import."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
 def _episode_write(*, run: Run, task: Task, values: dict, existing_id: int | None) -> int:

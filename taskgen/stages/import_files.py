@@ -46,7 +46,10 @@ def check_plain_name(value: object) -> str:
 
 def inside(path: Path, root: Path) -> Path:
     """The resolved path, refused when it (through a symlink) leads out of root."""
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+        raise FileSkipped(f"path cannot be resolved ({exc})") from exc
     if not resolved.is_relative_to(root):
         raise FileSkipped(f"symlink leads out of {root.name}/ (to {resolved})")
     return resolved
@@ -80,14 +83,18 @@ def decode_text(data: bytes) -> str:
         raise FileSkipped(f"not UTF-8 text (byte {exc.start})") from exc
 
 
+def _no_constant(name: str) -> None:
+    return None  # NaN and Infinity: PostgreSQL's JSON cannot hold them; null keeps the rest of the record
+
+
 def parse_json(text: str) -> object:
     try:
-        return json.loads(text)
-    except RecursionError as exc:
-        raise FileSkipped("invalid JSON (nested too deeply)") from exc
+        return json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         cut_short = exc.msg.startswith("Unterminated") or exc.pos >= len(text.rstrip())
         raise FileSkipped(f"{'truncated' if cut_short else 'invalid'} JSON ({exc})") from exc
+    except (ValueError, RecursionError) as exc:  # a number too long to read, or nesting too deep
+        raise FileSkipped(f"invalid JSON ({str(exc)[:120] or type(exc).__name__})") from exc
 
 
 def read_json_object(path: Path, *, root: Path) -> dict:
@@ -109,8 +116,8 @@ def check_jsonl(text: str) -> int:
     for number, line in lines:
         try:
             value = json.loads(line)
-        except ValueError as exc:
-            raise FileSkipped(f"line {number} is not JSON ({exc})") from exc
+        except (ValueError, RecursionError) as exc:
+            raise FileSkipped(f"line {number} is not JSON ({str(exc)[:120]})") from exc
         if not isinstance(value, dict):
             raise FileSkipped(f"line {number} is not a JSON object")
     return len(lines)

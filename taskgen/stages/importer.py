@@ -42,6 +42,7 @@ class ImportSummary:
     judgments_unchanged: int = 0
     tasks_added: int = 0
     tasks_updated: int = 0
+    tasks_without_episode: int = 0
     skipped: list[Skip] = field(default_factory=list)
 
     @property
@@ -65,8 +66,8 @@ def _shown(path: Path, base: Path) -> str:
 
 def _run_for(*, run_dir: Path, tasks_path: Path, name: str | None) -> Run:
     name = name or run_dir.name
-    if len(name) > 200:
-        raise ImportFailed("the run name is longer than 200 characters")
+    if len(name) > 200 or len(str(run_dir)) > 1000 or len(str(tasks_path)) > 1000:
+        raise ImportFailed("the run name (200) or a path (1,000 characters) is too long to record")
     run, created = Run.objects.get_or_create(
         name=name, defaults={"source_dir": str(run_dir), "tasks_file": str(tasks_path), "origin": Run.Origin.IMPORT})
     if not created and run.source_dir and run.source_dir != str(run_dir):
@@ -105,8 +106,11 @@ def _prepared(jobs: list[tuple]) -> Iterator[PreparedEpisode]:
         yield from map(_prepare_one, jobs)  # a daemonic process (a Celery pool child) may not start workers
         return
     # fork: workers inherit settings as they are (test overrides too) and never touch the database.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    try:
         yield from pool.map(_prepare_one, jobs, chunksize=8)
+    finally:  # when the import stops early, queued folders are dropped, not prepared for nothing
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _count(summary: ImportSummary, prepared: PreparedEpisode, existed: bool) -> None:
@@ -163,6 +167,7 @@ def import_run_dir(*, run_dir: Path, tasks_file: Path | None = None, name: str |
     task_set = tasks_save(lines=lines)
     summary.tasks_added, summary.tasks_updated = task_set.added, task_set.updated
     folders = _episode_folders(run_dir, task_set, base, summary)
+    summary.tasks_without_episode = len(task_set.lines) - len(folders)
     _import_episodes(folders=folders, root=root, base=base, task_set=task_set, summary=summary, progress=progress)
     _import_beside(run_dir=run_dir, root=root, base=base, summary=summary, verifier_source=verifier_source)
     return summary
