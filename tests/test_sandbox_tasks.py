@@ -117,3 +117,18 @@ def test_scripted_mistakes_are_seeded_and_at_about_the_set_rate():
     assert mistakes(1) == mistakes(1)
     assert 8 <= sum(m is not None for m in mistakes(1)) <= 30
     assert {m for m in mistakes(1) + mistakes(2) if m} == {"skip_step", "wrong_value", "stop_early", "wrong_answer"}
+
+
+@pytest.mark.parametrize(("target", "allowed"), [
+    ("/sites/shop/", True), ("http://localhost:9/x", True), ("https://example.com/", False),
+    ("//example.com/x", False), ("http://127.0.0.1.example.com/", False),
+])
+def test_the_harness_visits_only_loopback_addresses(target, allowed):
+    from taskgen.harness.browser import HarnessError
+    from taskgen.harness.episode import resolve_url
+
+    if allowed:
+        assert resolve_url("http://127.0.0.1:8123", target).startswith("http")
+    else:
+        with pytest.raises(HarnessError, match="only visits the sandbox"):
+            resolve_url("http://127.0.0.1:8123", target)

@@ -139,3 +139,20 @@ def test_a_browser_that_dies_fails_its_episode_and_the_next_episode_gets_a_new_b
     assert died.verifier is None and len(died.shots) == 2  # what it recorded before the crash is kept
     after = episode_run(task=_task("sb-mail-001"), agent=ScriptedAgent(), base_url=live_server.url)
     assert after.error == "" and after.verifier["ok"]
+
+
+def test_goto_scroll_back_and_select_are_run_and_recorded(chromium, live_server):
+    solution = [{"goto": {"url": "/sites/booking/bookings/"}}, {"scroll": {"dy": 400}}, {"back": {}},
+                {"select": {"target": {"name": "city"}, "value": "Kraków"}},
+                {"click": {"target": {"text": "Search rooms"}}}, {"answer": {"text": "listed"}}, {"done": {}}]
+    task = {"task_id": "sb-booking-900", "site": "booking", "instruction": "List the rooms in Kraków.",
+            "start_path": "/sites/booking/", "task_kind": "action",
+            "verifier": {"checks": [{"part": "rooms in Kraków listed", "type": "request_made", "method": "GET",
+                                     "path": "/sites/booking/rooms/", "query": {"city": "Kraków"}}],
+                         "solution": solution}}
+    record = episode_run(task=task, agent=ScriptedAgent(), base_url=live_server.url)
+    assert record.error == "" and record.verifier["ok"]
+    assert [next(iter(a)) for a in record.actions] == ["goto", "scroll", "back", "select", "click", "answer", "done"]
+    assert record.actions[0] == {"goto": {"url": "/sites/booking/bookings/"}}
+    assert [e["path"] for e in record.log][:2] == ["/sites/booking/", "/sites/booking/bookings/"]
+    assert record.answer == "listed" and "Kraków" in record.seen[-1]
