@@ -15,8 +15,8 @@ NOW = "2027-03-01 09:00"  # the sandbox clock stands still, so episodes replay i
 
 
 def _ctx(state: SiteState, **extra) -> dict:
-    unread = {f: sum(1 for m in state.rows("messages") if m["folder"] == f and not m["read"]) for f in FOLDERS}
-    return {"site_slug": "mail", "site_name": "Courrier", "folders": FOLDERS, "unread": unread, **extra}
+    unread = [(f, sum(1 for m in state.rows("messages") if m["folder"] == f and not m["read"])) for f in FOLDERS]
+    return {"site_slug": "mail", "site_name": "Courrier", "folders": FOLDERS, "folder_links": unread, **extra}
 
 
 @require_GET
