@@ -32,6 +32,7 @@ chromium:
 demo-data: migrate
 	$(PY) manage.py taskgen demo-setup
 	$(PY) manage.py taskgen demo-data
+	$(PY) manage.py taskgen demo-attempt
 
 ## demo: set up, load demo data, start a Celery worker and the web server on http://$(HOST):$(PORT)/
 demo: chromium demo-data

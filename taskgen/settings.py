@@ -135,13 +135,15 @@ _BROKER_SCHEMES = {"redis", "rediss", "amqp", "memory", "sqla+sqlite", "sqla+pos
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL == "filesystem://":
     _queue_dir = VAR_DIR / "broker"
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_queue_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir / "queue"),
         "data_folder_out": str(_queue_dir / "queue"),
         "processed_folder": str(_queue_dir / "processed"),
         "store_processed": False,
+        # Without it kombu writes its control exchange files into the current directory.
+        "control_folder": str(_queue_dir / "control"),
     }
 elif CELERY_BROKER_URL.split("://", 1)[0] not in _BROKER_SCHEMES:
     raise ImproperlyConfigured(f"CELERY_BROKER_URL has an unsupported scheme: {CELERY_BROKER_URL.split('://', 1)[0]!r}")
@@ -180,6 +182,11 @@ MODEL_PRICES = {
 }
 EXPORT_BUDGET = env_int("TASKGEN_EXPORT_BUDGET", 27644, minimum=1)
 HARNESS_CHROMIUM = env_str("TASKGEN_CHROMIUM", "/usr/bin/chromium")
+# Where the harness reaches the sandbox sites; empty: each harness process serves them itself on 127.0.0.1.
+SANDBOX_BASE_URL = env_str("TASKGEN_SANDBOX_BASE_URL", "")
+HARNESS_MAX_STEPS = env_int("TASKGEN_HARNESS_MAX_STEPS", 20, minimum=1)
+# An episode still running after this many seconds is stopped and recorded as failed (below the Celery time limit).
+HARNESS_EPISODE_SECONDS = env_int("TASKGEN_HARNESS_EPISODE_SECONDS", 120, minimum=5)
 REVIEW_RESERVATION_MINUTES = env_int("TASKGEN_RESERVATION_MINUTES", 5, minimum=1)
 SAMPLE_SEED = env_int("TASKGEN_SAMPLE_SEED", 20261202)
 

@@ -1,0 +1,39 @@
+"""`taskgen demo-attempt`: on first start, run about 30 sandbox episodes so a new user sees real episodes."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from django.conf import settings
+
+from sandbox.catalog import sandbox_tasks
+from taskgen.cli import attempt as attempt_cli
+from taskgen.models import PipelineRun, Run
+
+NAME = "demo-attempt"
+HELP = "Run ~30 sandbox tasks (all sites) with the scripted agent (a simulation) once, as the run 'sandbox-demo'."
+DEMO_RUN = "sandbox-demo"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=int, default=2)
+
+
+def run(options: dict, stdout, stderr) -> int:
+    started = PipelineRun.objects.filter(stage=PipelineRun.Stage.ATTEMPT, params__name=DEMO_RUN).exists()
+    if Run.objects.filter(name=DEMO_RUN).exists() or started:
+        stdout.write(f"demo attempt: run {DEMO_RUN!r} already exists")
+        return 0
+    chromium = settings.HARNESS_CHROMIUM
+    if not (Path(chromium).exists() or shutil.which(chromium)):
+        stdout.write(f"demo attempt: no Chromium at {chromium}; skipped (run `make chromium`, then this again)")
+        return 0
+    tasks_file = Path(settings.DATA_ROOT) / "sandbox-demo-tasks.jsonl"
+    tasks_file.parent.mkdir(parents=True, exist_ok=True)
+    demo = sandbox_tasks()[::2]  # every other task: all three sites, info and action
+    tasks_file.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in demo), encoding="utf-8")
+    stdout.write(f"demo attempt: {len(demo)} sandbox episodes with the scripted agent (a simulation)...")
+    return attempt_cli.run({"tasks": tasks_file, "agent": "scripted", "name": DEMO_RUN, "mistakes": 0.3, "seed": 0,
+                            "limit": None, "workers": options["workers"], "inline": False}, stdout, stderr)

@@ -1,0 +1,171 @@
+"""One episode in a real browser: open the start page, let the agent act step by step, collect the evidence.
+
+The harness only visits loopback addresses (the sandbox sites' server); a step that goes elsewhere is refused.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager, suppress
+from urllib.parse import urljoin, urlsplit
+
+from django.conf import settings
+
+from sandbox.evidence import COOKIE
+from sandbox.models import SandboxSession
+from sandbox.verifiers import VerifierError, verifier_evaluate
+from taskgen.harness.agents import Agent
+from taskgen.harness.browser import HarnessError, browser_context, in_browser_thread
+from taskgen.harness.observe import TEXT_CAP, Observation, observe
+from taskgen.harness.rundir import EpisodeRecord
+from taskgen.harness.server import server_seconds
+
+VIEWPORT = {"width": 1280, "height": 800}
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+STEP_TIMEOUT_MS = 10_000
+
+
+class _Clock:
+    """Seconds spent per phase of an episode (browser, agent, app), for the benchmark."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.spent[name] = self.spent.get(name, 0.0) + time.perf_counter() - start
+
+
+def resolve_url(base_url: str, target: str) -> str:
+    url = urljoin(base_url + "/", target)
+    if urlsplit(url).hostname not in LOOPBACK:
+        raise HarnessError(f"refused to visit {url}: the harness only visits the sandbox on this machine")
+    return url
+
+
+def episode_run(*, task: dict, agent: Agent, base_url: str, max_steps: int = 20, label: str = "") -> EpisodeRecord:
+    """Run one task to the end; any failure (browser died, page error, timeout) is kept in `record.error`."""
+    record = EpisodeRecord(task=task, agent=agent.name)
+    clock = _Clock()
+    served_before = server_seconds()
+    session = SandboxSession.objects.create(label=label or task["task_id"])
+    try:
+        with clock.phase("agent"):
+            agent.start(task)
+        in_browser_thread(_drive, record, agent, session.token, base_url, max_steps, clock)
+    except Exception as exc:  # one episode's failure is recorded, never the end of the run
+        record.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
+        record.finished = "error"
+    with clock.phase("app"):
+        _collect_evidence(record, session)
+    record.timings = {**clock.spent, "sandbox_server": server_seconds() - served_before}
+    return record
+
+
+def _drive(record: EpisodeRecord, agent: Agent, token: str, base_url: str, max_steps: int, clock: _Clock) -> None:
+    with clock.phase("browser"):
+        context = browser_context(VIEWPORT)
+        context.clear_cookies()
+        context.add_cookies([{"name": COOKIE, "value": token, "url": base_url + "/"}])
+        page = context.new_page()
+    try:
+        with clock.phase("browser"):
+            page.set_default_timeout(STEP_TIMEOUT_MS)
+            page.goto(resolve_url(base_url, record.task.get("start_path") or "/"), wait_until="load")
+        _loop(record, agent, page, base_url, max_steps, clock)
+        with clock.phase("browser"):
+            record.final_shot = page.screenshot(type="png")
+            record.seen.append(page.inner_text("body")[:TEXT_CAP])
+    finally:
+        with clock.phase("browser"), suppress(Exception):  # a dead browser's page is gone already; keep its error
+            page.close()
+
+
+def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: int, clock: _Clock) -> None:
+    record.finished = "step_limit"
+    deadline = time.monotonic() + settings.HARNESS_EPISODE_SECONDS
+    for step in range(1, max_steps + 1):
+        if time.monotonic() > deadline:
+            raise HarnessError(f"episode timed out after {settings.HARNESS_EPISODE_SECONDS}s at step {step}")
+        with clock.phase("browser"):
+            shot = page.screenshot(type="png")
+            obs = observe(page, step)
+        with clock.phase("agent"):
+            action = agent.act(obs)
+        record.shots.append(shot)
+        record.seen.append(obs.text)
+        record.actions.append(action)
+        record.rows.append(_row(record, obs, action, step))
+        name, params = next(iter(action.items()))
+        if name == "done":
+            record.finished = "done"
+            return
+        with clock.phase("browser"):
+            _execute(record, page, base_url, name, params or {})
+
+
+def _row(record: EpisodeRecord, obs: Observation, action: dict, step: int) -> dict:
+    """One training row: what the agent saw at this step and what it did."""
+    return {"task_id": record.task_id, "step": step, "instruction": record.task.get("instruction"), "url": obs.url,
+            "title": obs.title, "elements": obs.element_lines(), "text": obs.text, "action": action,
+            "image": f"step_{step}.png"}
+
+
+def _element(page, params: dict):
+    return page.locator(f'[data-tg-index="{int(params["index"])}"]')
+
+
+# Whether acting on an element loads a new page (a link, a submit button), so the harness waits for that page.
+NAVIGATES_JS = """el => (el.tagName === 'A' && !!el.getAttribute('href') && !el.getAttribute('href').startsWith('#'))
+  || ((el.tagName === 'BUTTON' || el.tagName === 'INPUT') && !!el.form
+      && ['submit', ''].includes((el.getAttribute('type') || '').toLowerCase()) && el.tagName === 'BUTTON')
+  || (el.tagName === 'INPUT' && (el.getAttribute('type') || '').toLowerCase() === 'submit' && !!el.form)"""
+
+
+def _maybe_navigating(page, element, act, navigates: bool) -> None:
+    if navigates:
+        with page.expect_navigation(wait_until="load"):
+            act()
+    else:
+        act()
+
+
+def _execute(record: EpisodeRecord, page, base_url: str, name: str, params: dict) -> None:
+    if name == "answer":
+        record.answer = str(params.get("text") or "")
+    elif name == "goto":
+        page.goto(resolve_url(base_url, str(params.get("url") or params.get("path") or "/")), wait_until="load")
+    elif name == "click":
+        element = _element(page, params)
+        _maybe_navigating(page, element, element.click, element.evaluate(NAVIGATES_JS))
+    elif name == "type":
+        element = _element(page, params)
+        element.fill(str(params.get("text") or ""))
+        if params.get("submit"):  # Enter submits the element's form, if it has one
+            _maybe_navigating(page, element, lambda: element.press("Enter"), element.evaluate("el => !!el.form"))
+    elif name == "select":
+        _element(page, params).select_option(value=str(params.get("value") or ""))
+    elif name == "scroll":
+        page.mouse.wheel(0, int(params.get("dy") or 600))
+    elif name == "back":
+        page.go_back(wait_until="load")
+    else:
+        raise HarnessError(f"unknown action {name!r}")
+    page.wait_for_load_state("load")
+
+
+def _collect_evidence(record: EpisodeRecord, session: SandboxSession) -> None:
+    """The session's request log and data changes, and the verifier run against its final state."""
+    session.refresh_from_db()
+    record.log, record.changes = session.log, session.changes
+    verifier = record.task.get("verifier")
+    if not record.error and verifier:
+        try:
+            outcome = verifier_evaluate(verifier=verifier, state=session.state, answer=record.answer, log=session.log)
+            record.verifier = outcome.as_dict()
+        except VerifierError as exc:
+            record.verifier = {"ok": False, "parts": [], "error": str(exc)}
+    session.delete()  # its evidence is in the record now; a finished episode's site copy is not worth keeping

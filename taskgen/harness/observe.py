@@ -1,0 +1,56 @@
+"""What the agent sees at a step: the page's URL, title, text and a numbered list of its interactive elements."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TEXT_CAP = 4000
+
+# Numbers the visible interactive elements in document order and tags each with data-tg-index, so an action
+# "click 7" finds the same element the agent was shown.
+ELEMENTS_JS = """
+() => {
+  document.querySelectorAll('[data-tg-index]').forEach(e => e.removeAttribute('data-tg-index'));
+  const sel = 'a[href], button, input:not([type=hidden]), select, textarea';
+  const out = [];
+  for (const el of document.querySelectorAll(sel)) {
+    const r = el.getBoundingClientRect();
+    const st = getComputedStyle(el);
+    if (st.visibility === 'hidden' || st.display === 'none' || (r.width === 0 && r.height === 0)) continue;
+    const i = out.length;
+    el.setAttribute('data-tg-index', String(i));
+    const label = (el.labels && el.labels[0]) ? el.labels[0].innerText : (el.getAttribute('aria-label') || '');
+    const text = (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA') ? (el.value || el.placeholder || '')
+               : (el.tagName === 'SELECT' ? '' : (el.innerText || el.getAttribute('aria-label') || ''));
+    out.push({index: i, tag: el.tagName.toLowerCase(), type: el.getAttribute('type') || '', name: el.name || '',
+              text: text.trim().slice(0, 120), label: label.trim().slice(0, 80), href: el.getAttribute('href') || '',
+              options: el.tagName === 'SELECT'
+                ? Array.from(el.options).map(o => ({text: o.text, value: o.value})) : []});
+  }
+  return out;
+}
+"""
+
+
+@dataclass
+class Observation:
+    step: int
+    url: str
+    title: str
+    text: str
+    elements: list[dict] = field(default_factory=list)
+
+    def element_lines(self) -> list[str]:
+        """The numbered list as an LLM agent would read it: `[3] button "Add to cart"`."""
+        lines = []
+        for e in self.elements:
+            desc = e["text"] or e["label"] or e["name"]
+            extra = f" name={e['name']}" if e["name"] else ""
+            opts = " options=" + "|".join(o["value"] for o in e["options"]) if e["options"] else ""
+            lines.append(f"[{e['index']}] {e['tag']}{extra} \"{desc}\"{opts}")
+        return lines
+
+
+def observe(page, step: int) -> Observation:
+    elements = page.evaluate(ELEMENTS_JS)
+    text = page.inner_text("body")[:TEXT_CAP]
+    return Observation(step=step, url=page.url, title=page.title(), text=text, elements=elements)

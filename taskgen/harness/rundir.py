@@ -1,0 +1,61 @@
+"""Writing an episode in the reference run-dir format: grade_inputs.json, screenshots/, final.png and rows/."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class EpisodeRecord:
+    """Everything an episode produced; `error` set means the harness failed (the episode is recorded as failed)."""
+
+    task: dict
+    agent: str
+    actions: list[dict] = field(default_factory=list)
+    answer: str = ""
+    log: list[dict] = field(default_factory=list)
+    changes: list[dict] = field(default_factory=list)
+    seen: list[str] = field(default_factory=list)
+    shots: list[bytes] = field(default_factory=list)  # one per step, the screen the agent acted on
+    final_shot: bytes | None = None
+    rows: list[dict] = field(default_factory=list)
+    verifier: dict | None = None  # {ok, parts}
+    error: str = ""
+    finished: str = ""  # done | step_limit | error
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def task_id(self) -> str:
+        return self.task["task_id"]
+
+
+def _dump(path: Path, data) -> None:
+    path.write_text(json.dumps(data, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+
+
+def episode_write(*, record: EpisodeRecord, run_dir: Path) -> Path:
+    """The episode's folder under run_dir, written whole (a rerun overwrites it)."""
+    ep = run_dir / record.task_id
+    (ep / "screenshots").mkdir(parents=True, exist_ok=True)
+    (ep / "rows").mkdir(exist_ok=True)
+    grade = {"actions": record.actions, "answer": record.answer, "log": record.log, "changes": record.changes,
+             "seen": record.seen}
+    if record.error:
+        grade["error"] = record.error
+    _dump(ep / "grade_inputs.json", grade)
+    for n, png in enumerate(record.shots, start=1):
+        (ep / "screenshots" / f"step_{n}.png").write_bytes(png)
+        (ep / "rows" / f"step_{n}.png").write_bytes(png)
+    if record.final_shot:
+        (ep / "final.png").write_bytes(record.final_shot)
+    rows = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in record.rows)
+    (ep / "rows" / "rows.jsonl").write_text(rows, encoding="utf-8")
+    _dump(ep / "rows" / "episode.json", episode_summary(record))
+    return ep
+
+
+def episode_summary(record: EpisodeRecord) -> dict:
+    return {"task_id": record.task_id, "site": record.task.get("site"), "instruction": record.task.get("instruction"),
+            "agent": record.agent, "steps": len(record.rows), "answer": record.answer, "finished": record.finished,
+            "ok": None if record.verifier is None else record.verifier["ok"], "error": record.error}

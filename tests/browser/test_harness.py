@@ -1,0 +1,158 @@
+"""Episodes in a real headless Chromium: known solutions pass their verifiers, evidence is the episode's own, and
+`attempt` writes a reference run dir and imports it, with a crashing episode recorded as failed."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import socket
+
+import pytest
+
+from sandbox.catalog import sandbox_tasks
+from taskgen.harness.agents import ScriptedAgent
+from taskgen.harness.browser import browser_close, in_browser_thread
+from taskgen.harness.episode import episode_run
+from taskgen.models import Episode, PipelineRun, Run, Screenshot
+from taskgen.stages.attempt import attempt_episode, attempt_start
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_harness_browser():
+    """The harness keeps its browser between episodes; closing it ends its keep-alive connections to the live
+    server, whose threads then release their database connections before the test database is dropped."""
+    yield
+    in_browser_thread(browser_close)
+
+
+@pytest.fixture
+def chromium(settings):
+    path = settings.HARNESS_CHROMIUM
+    if not (os.path.exists(path) or shutil.which(path)):
+        if os.environ.get("TASKGEN_REQUIRE_BROWSER"):
+            pytest.fail(f"Chromium not found at {path} and TASKGEN_REQUIRE_BROWSER is set")
+        pytest.skip(f"Chromium not found at {path}")
+    return path
+
+
+def _task(task_id: str) -> dict:
+    return copy.deepcopy(next(t for t in sandbox_tasks() if t["task_id"] == task_id))
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("task_id", ["sb-shop-017", "sb-mail-015", "sb-booking-012"])
+def test_a_known_solution_passes_its_verifier_in_chromium(chromium, live_server, task_id):
+    record = episode_run(task=_task(task_id), agent=ScriptedAgent(), base_url=live_server.url)
+    assert record.error == "" and record.finished == "done"
+    assert record.verifier["ok"], record.verifier
+    assert len(record.shots) == len(record.actions) and record.final_shot.startswith(b"\x89PNG")
+    assert any(e["method"] == "POST" and e["status"] == 302 for e in record.log)
+    assert record.changes and all(c["op"] in ("create", "update", "delete") for c in record.changes)
+
+
+def test_a_wrong_value_fails_the_verifier_in_chromium(chromium, live_server):
+    task = _task("sb-mail-009")
+    solution = task["verifier"]["solution"]
+    typed = next(a for a in solution if a.get("type", {}).get("target", {}).get("name") == "subject")
+    typed["type"]["text"] = "Something else entirely"
+    record = episode_run(task=task, agent=ScriptedAgent(), base_url=live_server.url)
+    assert record.error == ""
+    assert record.verifier["ok"] is False
+    assert [p["ok"] for p in record.verifier["parts"]] == [False, True]
+
+
+def test_attempt_writes_a_run_dir_imports_it_and_records_a_crash_as_failed(chromium, live_server, settings, tmp_path,
+                                                                           viewer_client):
+    settings.SANDBOX_BASE_URL = live_server.url
+    crash = {**_task("sb-shop-002"), "task_id": "sb-crash-001", "start_path": f"http://127.0.0.1:{_closed_port()}/"}
+    tasks = [_task("sb-shop-003"), _task("sb-booking-012"), crash]
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks), encoding="utf-8")
+
+    pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="t-run", mistakes=0.0, enqueue=False)
+    for t in tasks:
+        attempt_episode(pipeline_run_id=pipeline_run.pk, task_id=t["task_id"])
+    assert attempt_episode(pipeline_run_id=pipeline_run.pk, task_id="sb-shop-003") is None  # safe to run twice
+
+    pipeline_run.refresh_from_db()
+    assert (pipeline_run.status, pipeline_run.done, pipeline_run.failed) == (PipelineRun.Status.DONE, 2, 1)
+    assert "ERR_CONNECTION_REFUSED" in pipeline_run.errors[0]
+    run_dir = settings.DATA_ROOT / "attempts" / "t-run"
+    _assert_run_dir(run_dir)
+    run = Run.objects.get(name="t-run")
+    _assert_imported(run, pipeline_run)
+    page = viewer_client.get(run.episodes.get(task__task_id="sb-booking-012").get_absolute_url()).content.decode()
+    assert 'class="pill ok">pass' in page and "/sites/booking/rooms/" in page and "bookings" in page
+    assert page.count("<img") >= 5  # the step screenshots and the final one
+
+
+def _assert_run_dir(run_dir):
+    ep = run_dir / "sb-booking-012"
+    grade = json.loads((ep / "grade_inputs.json").read_text())
+    assert set(grade) == {"actions", "answer", "log", "changes", "seen"}
+    rows = (ep / "rows" / "rows.jsonl").read_text().splitlines()
+    assert len(rows) == len(grade["actions"]) and json.loads(rows[0])["image"] == "step_1.png"
+    assert (ep / "screenshots" / f"step_{len(rows)}.png").exists() and (ep / "final.png").exists()
+    assert (ep / "rows" / "step_1.png").exists() and json.loads((ep / "rows" / "episode.json").read_text())["ok"]
+    results = [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines()]
+    assert results == [{"task_id": "sb-booking-012", "ok": True}, {"task_id": "sb-shop-003", "ok": True}]
+    assert "error" in json.loads((run_dir / "sb-crash-001" / "grade_inputs.json").read_text())
+
+
+def _assert_imported(run, pipeline_run):
+    assert run.origin == Run.Origin.ATTEMPT and "simulation" in run.agent and pipeline_run.run_id == run.pk
+    episodes = {e.task.task_id: e for e in run.episodes.select_related("task", "verifier_result")}
+    assert set(episodes) == {"sb-shop-003", "sb-booking-012", "sb-crash-001"}
+    crashed = episodes["sb-crash-001"]
+    assert crashed.status == Episode.Status.FAILED and "ERR_CONNECTION_REFUSED" in crashed.failure_reason
+    booked = episodes["sb-booking-012"]
+    assert booked.status == Episode.Status.RECORDED and booked.verifier_result.ok
+    assert booked.verifier_result.source == "sandbox" and len(booked.verifier_result.detail["parts"]) == 3
+    assert booked.screenshots.filter(kind=Screenshot.Kind.FINAL).count() == 1
+    assert booked.data_changes[0]["collection"] == "bookings" and booked.data_changes[0]["op"] == "create"
+    # each episode's evidence is its own: no request of the shop episode in the booking one, and the reverse
+    assert all(e["path"].startswith("/sites/booking/") for e in booked.request_log)
+    assert all(e["path"].startswith("/sites/shop/") for e in episodes["sb-shop-003"].request_log)
+    assert episodes["sb-shop-003"].data_changes == []
+
+
+class _BrowserKillingAgent(ScriptedAgent):
+    """Follows the solution, but its second action takes the browser down, as a Chromium crash would."""
+
+    def act(self, observation):
+        if observation.step == 2:
+            browser_close()  # runs in the harness's browser thread, like everything the agent is asked
+        return super().act(observation)
+
+
+def test_a_browser_that_dies_fails_its_episode_and_the_next_episode_gets_a_new_browser(chromium, live_server):
+    died = episode_run(task=_task("sb-mail-001"), agent=_BrowserKillingAgent(), base_url=live_server.url)
+    assert died.finished == "error" and "closed" in died.error
+    assert died.verifier is None and len(died.shots) == 2  # what it recorded before the crash is kept
+    after = episode_run(task=_task("sb-mail-001"), agent=ScriptedAgent(), base_url=live_server.url)
+    assert after.error == "" and after.verifier["ok"]
+
+
+def test_goto_scroll_back_and_select_are_run_and_recorded(chromium, live_server):
+    solution = [{"goto": {"url": "/sites/booking/bookings/"}}, {"scroll": {"dy": 400}}, {"back": {}},
+                {"select": {"target": {"name": "city"}, "value": "Kraków"}},
+                {"click": {"target": {"text": "Search rooms"}}}, {"answer": {"text": "listed"}}, {"done": {}}]
+    task = {"task_id": "sb-booking-900", "site": "booking", "instruction": "List the rooms in Kraków.",
+            "start_path": "/sites/booking/", "task_kind": "action",
+            "verifier": {"checks": [{"part": "rooms in Kraków listed", "type": "request_made", "method": "GET",
+                                     "path": "/sites/booking/rooms/", "query": {"city": "Kraków"}}],
+                         "solution": solution}}
+    record = episode_run(task=task, agent=ScriptedAgent(), base_url=live_server.url)
+    assert record.error == "" and record.verifier["ok"]
+    assert [next(iter(a)) for a in record.actions] == ["goto", "scroll", "back", "select", "click", "answer", "done"]
+    assert record.actions[0] == {"goto": {"url": "/sites/booking/bookings/"}}
+    assert [e["path"] for e in record.log][:2] == ["/sites/booking/", "/sites/booking/bookings/"]
+    assert record.answer == "listed" and "Kraków" in record.seen[-1]
