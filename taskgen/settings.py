@@ -85,8 +85,10 @@ def _database() -> dict:
     url = env_str("DATABASE_URL", "")
     if not url:
         VAR_DIR.mkdir(parents=True, exist_ok=True)
+        # The test database is a file, not memory, so a Celery worker started by a test can open it too.
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "db.sqlite3",
-                "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"}}
+                "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+                "TEST": {"NAME": str(VAR_DIR / "test-db.sqlite3")}}
     try:
         config = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0))
     except Exception as exc:  # dj-database-url raises several types for a bad URL
