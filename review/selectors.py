@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.db.models import Count, Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 
-from taskgen.models import Episode, Judgment, Run, Screenshot
+from taskgen.models import Episode, Export, Judgment, PipelineRun, Run, Screenshot
 
 
 def runs_with_counts() -> QuerySet[Run]:
@@ -29,3 +29,11 @@ def episode_for_page(pk: int) -> Episode:
         Prefetch("judgments", queryset=judgments, to_attr="judgment_list"),
     )
     return get_object_or_404(queryset, pk=pk)
+
+
+def pipeline_runs() -> QuerySet[PipelineRun]:
+    return PipelineRun.objects.select_related("started_by", "run").defer("result").order_by("-created_at")
+
+
+def exports() -> QuerySet[Export]:
+    return Export.objects.select_related("created_by", "judge_config").prefetch_related("runs").order_by("-created_at")
