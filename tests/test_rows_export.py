@@ -202,3 +202,35 @@ def test_the_targz_holds_the_same_files_as_the_folder(hand_run, settings):
         members = {m.name.split("/", 1)[1]: tar.extractfile(m).read() for m in tar.getmembers()}
     on_disk = {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     assert members == on_disk
+
+
+@pytest.mark.django_db
+def test_the_rows_command_writes_what_the_reference_writes(hand_run, monkeypatch, tmp_path, settings, capsys):
+    from django.core.management import call_command
+
+    run, run_dir, tasks_file = hand_run
+    reference_rows(monkeypatch, tmp_path, run_dir, tasks_file, tmp_path / "ref", 9)
+    monkeypatch.chdir(settings.DATA_ROOT)
+    call_command("taskgen", "rows", str(run_dir), "--out", "cli-out", "--budget", "9")
+    ours = Path(settings.DATA_ROOT) / "cli-out"
+    assert (ours / "_report.json").read_bytes() == (tmp_path / "ref" / "_report.json").read_bytes()
+    assert sorted(p.name for p in ours.iterdir() if p.is_dir()) == sorted(
+        p.name for p in (tmp_path / "ref").iterdir() if p.is_dir())
+    assert Export.objects.get().out_dir == str(ours)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("args,message", [
+    (["--budget", "0"], "positive whole number"),
+    (["--out", "/tmp/not-under-root"], "outside the data root"),
+    (["--judge", "nope:x:y:z"], "no judge config"),
+])
+def test_the_rows_command_explains_bad_input_and_writes_nothing(hand_run, settings, capsys, args, message):
+    from django.core.management import call_command
+
+    run, *_ = hand_run
+    argv = ["taskgen", "rows", run.name, "--out", str(Path(settings.DATA_ROOT) / "x"), *args]
+    with pytest.raises(SystemExit) as exit_info:
+        call_command(*argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    assert not (Path(settings.DATA_ROOT) / "x").exists() and Export.objects.count() == 0
