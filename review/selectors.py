@@ -1,31 +1,44 @@
 """Reads that pages need, one function per query shape, so a page's query count does not grow with its rows."""
 from __future__ import annotations
 
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Case, Count, IntegerField, Prefetch, Q, QuerySet, Value, When
 from django.shortcuts import get_object_or_404
 
 from taskgen.models import Episode, Export, Judgment, PipelineRun, Run, Screenshot
 
+# Steps in numeric order, then the final screen; row images (training copies) are not the episode's evidence.
+_SCREEN_ORDER = Case(When(kind=Screenshot.Kind.STEP, then=Value(0)), default=Value(1), output_field=IntegerField())
+
 
 def runs_with_counts() -> QuerySet[Run]:
-    return Run.objects.annotate(episode_count=Count("episodes")).order_by("-created_at")
+    return Run.objects.annotate(
+        episode_count=Count("episodes", distinct=True),
+        verified_count=Count("episodes__verifier_result", distinct=True),
+        judged_count=Count("episodes", filter=Q(episodes__judgments__isnull=False), distinct=True),
+    ).order_by("-created_at")
 
 
 def run_episodes(run: Run) -> QuerySet[Episode]:
     return (
         Episode.objects.filter(run=run)
         .select_related("task", "site", "verifier_result")
-        .only("id", "run_id", "task_order", "status", "steps", "task__task_id", "task__instruction",
+        .annotate(screenshot_count=Count("screenshots", filter=~Q(screenshots__kind=Screenshot.Kind.ROW)))
+        .only("id", "run_id", "task_order", "status", "steps", "row_count", "task__task_id", "task__instruction",
               "site__slug", "task_kind", "verifier_result__ok", "verifier_result__source")
         .order_by("task_order", "id")
     )
 
 
+def episode_screens() -> QuerySet[Screenshot]:
+    """An episode's screens as the judge and a reviewer read them: steps by number, the final screen last."""
+    return (Screenshot.objects.select_related("blob").exclude(kind=Screenshot.Kind.ROW)
+            .annotate(screen_order=_SCREEN_ORDER).order_by("screen_order", "step", "id"))
+
+
 def episode_for_page(pk: int) -> Episode:
-    screenshots = Screenshot.objects.select_related("blob").exclude(kind=Screenshot.Kind.ROW).order_by("kind", "step")
     judgments = Judgment.objects.select_related("config").order_by("config__provider", "config__model")
-    queryset = Episode.objects.select_related("run", "task", "site").prefetch_related(
-        Prefetch("screenshots", queryset=screenshots, to_attr="screens"),
+    queryset = Episode.objects.select_related("run", "task", "site", "verifier_result").prefetch_related(
+        Prefetch("screenshots", queryset=episode_screens(), to_attr="screens"),
         Prefetch("judgments", queryset=judgments, to_attr="judgment_list"),
     )
     return get_object_or_404(queryset, pk=pk)

@@ -1,20 +1,44 @@
-"""The blob store: content stored once by sha256, images checked and measured with Pillow, thumbnails made once."""
+"""The blob store: content stored once by sha256, images checked and measured with Pillow, thumbnails made lazily.
+
+Checking an image reads its header and verifies its chunks without decoding the pixels, so importing thousands of
+screenshots stays fast; the thumbnail (which needs a full decode) is made on its first request and kept on disk.
+"""
 from __future__ import annotations
 
 import hashlib
 import io
 import os
-import tempfile
+import threading
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.db import IntegrityError, transaction
 from PIL import Image, UnidentifiedImageError
 
 from taskgen.models import Blob
 
+# Formats a browser shows as an image and Pillow reads; anything else is refused (it could be served as active content).
+IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
+_PILLOW_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError,
+                  Image.DecompressionBombWarning)
+
 
 class BlobError(ValueError):
     """The content cannot be stored: not an image, or over the size limit."""
+
+
+@dataclass(frozen=True)
+class CheckedImage:
+    """An image's bytes that passed the checks, with what the Blob row records about them."""
+
+    sha256: str
+    size: int
+    content_type: str
+    width: int
+    height: int
 
 
 def blob_path(blob: Blob) -> Path:
@@ -25,52 +49,98 @@ def thumbnail_path(blob: Blob) -> Path:
     return Path(settings.MEDIA_ROOT) / blob.thumbnail_relative_path
 
 
-def _measure_image(data: bytes) -> tuple[str, int, int, Image.Image]:
+def _path_for(sha256: str) -> Path:
+    return Path(settings.MEDIA_ROOT) / "blobs" / sha256[:2] / sha256[2:4] / sha256
+
+
+def blob_check_image(*, data: bytes, sha256: str | None = None) -> CheckedImage:
+    """Check bytes are one readable image within the size limit (header and chunk checksums, no pixel decode).
+
+    `sha256` saves hashing again when the caller has hashed the bytes already.
+    """
+    if len(data) > settings.BLOB_MAX_BYTES:
+        raise BlobError(f"{len(data):,} bytes is over the {settings.BLOB_MAX_BYTES:,}-byte limit")
     try:
-        with Image.open(io.BytesIO(data)) as probe:
-            probe.verify()  # catches truncated and corrupt files that open() alone accepts
-        image = Image.open(io.BytesIO(data))
-        image.load()
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as probe:
+                image_format, (width, height) = probe.format, probe.size
+                probe.verify()  # catches truncated and corrupt files that open() alone accepts
+    except _PILLOW_ERRORS as exc:
         raise BlobError(f"not a readable image ({type(exc).__name__}: {exc})") from exc
-    content_type = Image.MIME.get(image.format or "", "application/octet-stream")
-    return content_type, image.width, image.height, image
+    if image_format not in IMAGE_FORMATS:
+        raise BlobError(f"{image_format} images are not accepted (only {', '.join(IMAGE_FORMATS)})")
+    return CheckedImage(sha256=sha256 or hashlib.sha256(data).hexdigest(), size=len(data),
+                        content_type=IMAGE_FORMATS[image_format], width=width, height=height)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    """Write beside the target, then rename: a reader never sees half a file (names are per process and thread)."""
+    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{threading.get_ident()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except FileNotFoundError:  # the first blob of its prefix: make the folder (cheaper than a mkdir every time)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, 0o644)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     os.replace(tmp, path)
 
 
-def _write_thumbnail(image: Image.Image, path: Path) -> None:
+def blob_write(*, sha256: str, data: bytes) -> None:
+    """Put the bytes in the store under their hash unless they are there already (safe to repeat, safe to race)."""
+    path = _path_for(sha256)
+    if not path.exists():
+        _write_atomically(path, data)
+
+
+def blob_rows_ensure(*, images: Iterable[CheckedImage]) -> dict[str, int]:
+    """Blob rows for checked images whose files are written: existing ones found, new ones bulk-created; sha -> id."""
+    wanted = {image.sha256: image for image in images}
+    if not wanted:
+        return {}
+    found = dict(Blob.objects.filter(sha256__in=wanted).values_list("sha256", "id"))
+    missing = [Blob(sha256=i.sha256, size=i.size, content_type=i.content_type, width=i.width, height=i.height)
+               for sha, i in wanted.items() if sha not in found]
+    if not missing:
+        return found
+    try:
+        with transaction.atomic():  # a savepoint: the common case inserts once and gets the ids back
+            created = Blob.objects.bulk_create(missing)
+        if all(b.pk for b in created):
+            return found | {b.sha256: b.pk for b in created}
+    except IntegrityError:
+        pass  # another import stored one of these between our read and our insert
+    Blob.objects.bulk_create(missing, ignore_conflicts=True)
+    return found | dict(Blob.objects.filter(sha256__in=[b.sha256 for b in missing]).values_list("sha256", "id"))
+
+
+def blob_store_image(*, data: bytes) -> Blob:
+    """Store image bytes once by content hash (checked with Pillow) and return their Blob row."""
+    checked = blob_check_image(data=data)
+    blob_write(sha256=checked.sha256, data=data)
+    blob_id = blob_rows_ensure(images=[checked])[checked.sha256]
+    return Blob.objects.get(pk=blob_id)
+
+
+def blob_thumbnail_file(*, blob: Blob) -> Path:
+    """The blob's thumbnail file, made from the image on first request and kept; BlobError if it cannot be decoded."""
+    path = thumbnail_path(blob)
+    if path.exists():
+        return path
+    try:
+        with Image.open(blob_path(blob)) as image:
+            thumb = image.convert("RGB")
+    except FileNotFoundError as exc:
+        raise BlobError("the blob's file is missing from the store") from exc
+    except _PILLOW_ERRORS as exc:
+        raise BlobError(f"the image cannot be decoded ({type(exc).__name__})") from exc
     side = settings.THUMBNAIL_SIZE
-    thumb = image.convert("RGB")
     thumb.thumbnail((side, side * 2))
     buffer = io.BytesIO()
     thumb.save(buffer, format="WEBP", quality=70)
     _write_atomically(path, buffer.getvalue())
-
-
-def blob_store_image(*, data: bytes) -> Blob:
-    """Store image bytes once by content hash (checked with Pillow, thumbnail made) and return their Blob row."""
-    if len(data) > settings.BLOB_MAX_BYTES:
-        raise BlobError(f"{len(data):,} bytes is over the {settings.BLOB_MAX_BYTES:,}-byte limit")
-    sha = hashlib.sha256(data).hexdigest()
-    existing = Blob.objects.filter(sha256=sha).first()
-    if existing is not None and blob_path(existing).exists():
-        return existing
-    content_type, width, height, image = _measure_image(data)
-    blob = existing or Blob(sha256=sha, size=len(data), content_type=content_type, width=width, height=height)
-    _write_atomically(blob_path(blob), data)
-    _write_thumbnail(image, thumbnail_path(blob))
-    blob.has_thumbnail = True
-    if existing is None:
-        blob, _ = Blob.objects.get_or_create(
-            sha256=sha,
-            defaults={"size": len(data), "content_type": content_type, "width": width, "height": height,
-                      "has_thumbnail": True},
-        )
-    return blob
+    if not blob.has_thumbnail:
+        Blob.objects.filter(pk=blob.pk).update(has_thumbnail=True)
+    return path

@@ -85,9 +85,11 @@ def _database() -> dict:
     url = env_str("DATABASE_URL", "")
     if not url:
         VAR_DIR.mkdir(parents=True, exist_ok=True)
+        # WAL: the web server and a worker read while an import writes, and a commit needs no fsync of its own.
         # The test database is a file, not memory, so a Celery worker started by a test can open it too.
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "db.sqlite3",
-                "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+                "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE",
+                            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
                 "TEST": {"NAME": str(VAR_DIR / "test-db.sqlite3")}}
     try:
         config = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0))
@@ -123,6 +125,8 @@ MEDIA_ROOT = env_path("TASKGEN_MEDIA_ROOT", VAR_DIR / "media")
 BLOB_MAX_BYTES = env_int("TASKGEN_BLOB_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)
 JSON_MAX_BYTES = env_int("TASKGEN_JSON_MAX_BYTES", 50 * 1024 * 1024, minimum=1024)
 THUMBNAIL_SIZE = env_int("TASKGEN_THUMBNAIL_SIZE", 240, minimum=32)
+# Processes that read, hash and check episode files while the import writes the database (1: none).
+IMPORT_WORKERS = env_int("TASKGEN_IMPORT_WORKERS", 2, minimum=1)
 
 # Pipeline runs started from the browser may only read and write below this folder.
 DATA_ROOT = env_path("TASKGEN_DATA_ROOT", VAR_DIR / "data")

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET
 
 from review import selectors
 from review.roles import Role, require_role
-from taskgen.blobs import blob_path, thumbnail_path
+from taskgen.blobs import BlobError, blob_path, blob_thumbnail_file
 from taskgen.models import Blob, Run
 
 BLOB_CACHE = "private, max-age=31536000, immutable"  # names are content hashes: they never change
@@ -54,4 +54,8 @@ def blob(request: HttpRequest, sha256: str) -> FileResponse:
 @require_role(Role.VIEWER)
 def blob_thumbnail(request: HttpRequest, sha256: str) -> FileResponse:
     row = get_object_or_404(Blob, sha256=sha256)
-    return _serve_blob(thumbnail_path(row), "image/webp")
+    try:
+        path = blob_thumbnail_file(blob=row)  # made on first request, then served from disk
+    except BlobError as exc:
+        raise Http404(str(exc)) from exc
+    return _serve_blob(path, "image/webp")

@@ -1,0 +1,163 @@
+"""Benchmark: import a run dir of 2,000 episodes with 10 screenshots each; prints episodes/s and the blob store's size.
+
+Standalone: `.venv/bin/python bench/import_run.py [--episodes N]`. It sets Django up itself on a temporary SQLite
+database (or a throwaway `test_<name>` PostgreSQL database when DATABASE_URL is set) and a temporary media root.
+
+The screenshots are real PNGs (1280x720, drawn with Pillow). A pool of pages is drawn once; each episode uses some pool
+images byte for byte (a home page many episodes see: stored once) and makes the rest unique by adding a text chunk to
+a pool image (different bytes, same pixel work for the importer's checks), so drawing 20,000 images is not the
+benchmark's cost.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import resource
+import struct
+import sys
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def draw_page(seed: int, width: int = 1280, height: int = 720) -> bytes:
+    from PIL import Image, ImageDraw
+
+    rng = random.Random(seed)
+    image = Image.new("RGB", (width, height), (250, 250, 250))
+    draw = ImageDraw.Draw(image)
+    for _ in range(12):
+        x, y = rng.randrange(width), rng.randrange(height)
+        colour = (rng.randrange(256), rng.randrange(256), rng.randrange(256))
+        draw.rectangle([x, y, x + rng.randrange(40, 300), y + rng.randrange(20, 120)], fill=colour)
+    for i in range(30):
+        draw.text((rng.randrange(width), rng.randrange(height)), f"item {seed}-{i} ${rng.randrange(999)}", fill=0)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def with_text_chunk(png: bytes, text: str) -> bytes:
+    """The same PNG with a tEXt chunk after IHDR: other bytes, same image."""
+    body = b"Comment\0" + text.encode()
+    chunk = struct.pack(">I", len(body)) + b"tEXt" + body + struct.pack(">I", zlib.crc32(b"tEXt" + body))
+    return png[:33] + chunk + png[33:]
+
+
+def grade_inputs(n: int, steps: int) -> dict:
+    actions = [{"click": {"index": i}} for i in range(steps - 1)] + [{"answer": {"text": f"answer {n}"}}]
+    log = [{"method": "GET", "path": f"/sites/shop/item/{i}", "query": {"q": "x"}, "body": None, "status": 200}
+           for i in range(steps)]
+    changes = [{"collection": "cart", "op": "create", "before": None, "after": {"id": n}, "changed": {"qty": 1}}]
+    return {"actions": actions, "answer": f"The price is {n}", "log": log, "changes": changes,
+            "seen": [f"page text {n} " * 100]}
+
+
+def build_run(run_dir: Path, *, episodes: int, shots: int, shared: int, pool_size: int) -> int:
+    """Write the run dir; returns the screenshot bytes written."""
+    pool = [draw_page(seed) for seed in range(pool_size)]
+    run_dir.mkdir(parents=True)
+    lines, written = [], 0
+    for n in range(episodes):
+        task_id = f"bench-site{n % 20}-{n:06d}"
+        lines.append(json.dumps({"kind": "proposed", "task_id": task_id, "site": f"site{n % 20}",
+                                 "instruction": f"Do task {n}", "start_path": "/", "task_kind": "action"}))
+        folder = run_dir / task_id
+        (folder / "screenshots").mkdir(parents=True)
+        (folder / "rows").mkdir()
+        (folder / "grade_inputs.json").write_text(json.dumps(grade_inputs(n, shots)))
+        (folder / "rows" / "rows.jsonl").write_text("".join(json.dumps({"step": i}) + "\n" for i in range(shots)))
+        (folder / "rows" / "episode.json").write_text(json.dumps({"task_id": task_id}))
+        for i in range(shots):
+            data = pool[(n + i) % pool_size] if i < shared else with_text_chunk(pool[(n * 7 + i) % pool_size],
+                                                                                  f"{n}/{i}")
+            path = folder / "final.png" if i == shots - 1 else folder / "screenshots" / f"step_{i}.png"
+            path.write_bytes(data)
+            written += len(data)
+    (run_dir / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    return written
+
+
+def setup_django(tmp: Path) -> str | None:
+    os.environ["TASKGEN_VAR_DIR"] = str(tmp / "var")
+    os.environ["TASKGEN_MEDIA_ROOT"] = str(tmp / "media")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        call_command("migrate", verbosity=0)
+        return None
+    old_name = connection.settings_dict["NAME"]
+    connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    return old_name
+
+
+def _cpu_seconds(since: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """CPU seconds used by this process and by its finished worker processes (since an earlier reading)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (own.ru_utime + own.ru_stime - since[0], children.ru_utime + children.ru_stime - since[1])
+
+
+def folder_size(path: Path) -> tuple[int, int]:
+    files = [p for p in path.rglob("*") if p.is_file()]
+    return len(files), sum(p.stat().st_size for p in files)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=int, default=2000)
+    parser.add_argument("--screenshots", type=int, default=10, help="per episode (the last is final.png)")
+    parser.add_argument("--shared", type=int, default=4, help="of each episode's screenshots, how many are pool pages")
+    parser.add_argument("--pool", type=int, default=200, help="distinct pages drawn")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="taskgen-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        old_db = setup_django(tmp)
+        try:
+            report(tmp, args)
+        finally:
+            if old_db is not None:
+                from django.db import connection
+
+                connection.creation.destroy_test_db(old_db, verbosity=0)
+    return 0
+
+
+def report(tmp: Path, args: argparse.Namespace) -> None:
+    from django.conf import settings
+    from django.db import connection
+
+    from taskgen.stages.importer import import_run_dir
+
+    started = time.perf_counter()
+    input_bytes = build_run(tmp / "run", episodes=args.episodes, shots=args.screenshots, shared=args.shared,
+                            pool_size=args.pool)
+    print(f"built {args.episodes} episodes x {args.screenshots} screenshots ({input_bytes / 1e6:.1f} MB of PNG) "
+          f"in {time.perf_counter() - started:.1f}s; database: {connection.vendor}; cpus: {os.cpu_count()}")
+    for label in ("first import", "second import (nothing new)"):
+        started, cpu_started = time.perf_counter(), _cpu_seconds()
+        summary = import_run_dir(run_dir=tmp / "run")
+        seconds, (cpu, workers_cpu) = time.perf_counter() - started, _cpu_seconds(cpu_started)
+        # CPU seconds too: on a shared machine the wall clock also measures everyone else's work.
+        print(f"{label}: {seconds:.2f}s, {args.episodes / seconds:.0f} episodes/s; CPU {cpu:.2f}s here + "
+              f"{workers_cpu:.2f}s in workers = {args.episodes / max(cpu + workers_cpu, 1e-9):.0f} episodes per CPU s; "
+              f"{summary.episodes_added} added, {summary.episodes_unchanged} unchanged, "
+              f"{summary.screenshots} screenshots, {len(summary.skipped)} skipped")
+    count, size = folder_size(Path(settings.MEDIA_ROOT) / "blobs")
+    print(f"blob store: {count} files, {size / 1e6:.1f} MB for {input_bytes / 1e6:.1f} MB of screenshots "
+          f"({args.episodes * args.screenshots} files; shared pages stored once)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

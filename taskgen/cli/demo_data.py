@@ -1,0 +1,41 @@
+"""`taskgen demo-data`: load the demo data that exists on this machine (the Online-Mind2Web episodes) once."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from django.conf import settings
+
+from taskgen.cli.import_ import summary_lines
+from taskgen.models import Run
+from taskgen.stages.importer import ImportFailed, import_run_dir
+
+NAME = "demo-data"
+HELP = "Import the demo data found beside this checkout (../shared/data/online-mind2web-abp) if not yet imported."
+OM2W_RUN = "online-mind2web-abp"
+
+
+def om2w_dir() -> Path:
+    """Where the Online-Mind2Web episodes sit: ../shared/data beside the checkout, as on the CI machine."""
+    return Path(settings.BASE_DIR).parent / "shared" / "data" / OM2W_RUN
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", type=Path, default=None, help=f"the {OM2W_RUN} folder (default: {om2w_dir()})")
+
+
+def run(options: dict, stdout, stderr) -> int:
+    folder = options.get("data") or om2w_dir()
+    if Run.objects.filter(name=OM2W_RUN).exists():
+        stdout.write(f"demo data: run {OM2W_RUN!r} is already imported")
+        return 0
+    if not (folder / "run").is_dir():
+        stdout.write(f"demo data: {folder} not found; nothing loaded (import a run dir with `taskgen import RUN_DIR`)")
+        return 0
+    try:
+        summary = import_run_dir(run_dir=folder / "run", tasks_file=folder / "tasks.jsonl", name=OM2W_RUN)
+    except ImportFailed as exc:
+        stderr.write(f"demo data: import failed: {exc}")
+        return 1
+    stdout.write("demo data: loaded the Online-Mind2Web episodes\n" + "\n".join(summary_lines(summary)))
+    return 0
