@@ -40,11 +40,13 @@ def make_blobs() -> list[Blob]:
     rng = random.Random(7)
     blobs = []
     for i in range(DISTINCT_IMAGES):
-        image = Image.frombytes("RGB", (160, 100), rng.randbytes(160 * 100 * 3))
+        # a page-like screenshot: flat colour with a band of noise, about 20 KB as PNG
+        image = Image.new("RGB", (640, 400), (rng.randrange(256), 240, 240))
+        image.paste(Image.frombytes("RGB", (640, 10), rng.randbytes(640 * 10 * 3)), (0, rng.randrange(390)))
         buffer = io.BytesIO()
         image.save(buffer, format="PNG")
         data = buffer.getvalue()
-        blob = Blob(sha256=f"{i:064x}", size=len(data), width=160, height=100)
+        blob = Blob(sha256=f"{i:064x}", size=len(data), width=640, height=400)
         blob_path(blob).parent.mkdir(parents=True, exist_ok=True)
         blob_path(blob).write_bytes(data)
         blobs.append(blob)
