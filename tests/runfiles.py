@@ -22,6 +22,7 @@ class HandTask:
     n: int
     rows: int | None  # None: the episode has no rows folder; 0: an empty rows.jsonl
     judged: bool | None = True  # None: no judge file
+    attempted: bool = True  # False: a line in tasks.jsonl but no episode folder (the harness never ran it)
 
     @property
     def task_id(self) -> str:
@@ -40,11 +41,14 @@ def write_run_dir(root: Path, tasks: list[HandTask]) -> tuple[Path, Path]:
     run = root / "run"
     judge = root / "run_judge"
     judge.mkdir(parents=True)
+    run.mkdir()
     lines = []
     for i, t in enumerate(tasks):
         lines.append(json.dumps({"kind": "proposed", "task_id": t.task_id, "site": t.site, "sites": [t.site],
                                  "instruction": f"Do thing {t.n} on {t.site} — «ünïcode»", "task_kind": "action",
                                  "start_path": "/", "verifier": None}))
+        if not t.attempted:
+            continue
         folder = run / t.task_id
         folder.mkdir(parents=True)
         (folder / "grade_inputs.json").write_text(json.dumps({"actions": [], "answer": "", "log": [], "changes": [],
@@ -59,9 +63,12 @@ def write_run_dir(root: Path, tasks: list[HandTask]) -> tuple[Path, Path]:
             for s in range(t.rows):
                 (rows / f"step_{s}.png").write_bytes(png(i * 100 + s))
         if t.judged is not None:
+            verdict = "SUCCESS" if t.judged else "NOT SUCCESS"
+            response = json.dumps({"parts": [{"part": "do it", "done": bool(t.judged), "evidence": "rows"}],
+                                   "verdict": verdict})
             (judge / f"{t.task_id}.json").write_text(json.dumps(
-                {"task_id": t.task_id, "predicted_label": int(t.judged), "verdict": "SUCCESS" if t.judged else
-                 "NOT SUCCESS", "response": "{}", "model": "gemini-3.5-flash"}))
+                {"task_id": t.task_id, "predicted_label": int(t.judged), "verdict": verdict, "response": response,
+                 "model": "gemini-3.5-flash"}))
     tasks_file = root / "tasks.jsonl"
     tasks_file.write_text("\n".join(lines) + "\n")
     return run, tasks_file
@@ -77,7 +84,8 @@ def load_run_dir(run_dir: Path, tasks_file: Path, config: JudgeConfig | None = N
         spec = json.loads(line)
         site = Site.objects.get_or_create(slug=spec["site"])[0]
         task = Task.objects.create(task_id=spec["task_id"], site=site, instruction=spec["instruction"], raw=spec)
-        _load_episode(run, task, order, run_dir / spec["task_id"], config)
+        if (run_dir / spec["task_id"]).is_dir():
+            _load_episode(run, task, order, run_dir / spec["task_id"], config)
     return run
 
 

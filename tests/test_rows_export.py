@@ -234,3 +234,25 @@ def test_the_rows_command_explains_bad_input_and_writes_nothing(hand_run, settin
         call_command(*argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
     assert not (Path(settings.DATA_ROOT) / "x").exists() and Export.objects.count() == 0
+
+
+GAP_TASKS = [HandTask("alpha", 0, rows=2, attempted=False), *HAND_TASKS[:5], HandTask("beta", 0, rows=1,
+             attempted=False), *HAND_TASKS[5:]]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("budget", [5, 8, 12])
+def test_a_run_imported_by_the_importer_exports_what_the_reference_exports(settings, monkeypatch, tmp_path, budget):
+    """Tasks in tasks.jsonl without an episode folder still take their round-robin turn, as in the reference."""
+    from taskgen.stages.importer import import_run_dir
+
+    run_dir, tasks_file = write_run_dir(Path(settings.DATA_ROOT) / "gaps", GAP_TASKS)
+    run = import_run_dir(run_dir=run_dir, tasks_file=tasks_file).run
+    reference_rows(monkeypatch, tmp_path, run_dir, tasks_file, tmp_path / "ref", budget)
+    config = JudgeConfig.objects.get()
+    export = export_create(run=run, source="judge", judge_config=config, budget=budget, out_dir="ours")
+    ours = Path(settings.DATA_ROOT) / "ours"
+    assert (ours / "_report.json").read_bytes() == (tmp_path / "ref" / "_report.json").read_bytes()
+    assert sorted(p.name for p in ours.iterdir() if p.is_dir()) == sorted(
+        p.name for p in (tmp_path / "ref").iterdir() if p.is_dir())
+    assert export.manifest["params"]["order_from"] == "tasks file"

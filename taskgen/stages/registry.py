@@ -141,15 +141,19 @@ def import_run(*, pipeline_run_id: int) -> None:
         return
     params = PipelineRun.objects.get(pk=pipeline_run_id).params
     import_run_dir = stage_function("taskgen.stages.importer", "import_run_dir")
+    tasks_file = Path(params["tasks_file"]) if params.get("tasks_file") else None
     try:
-        run = import_run_dir(run_dir=Path(params["run_dir"]), tasks_file=Path(params["tasks_file"]) if
-                             params.get("tasks_file") else None, name=params.get("name") or None,
-                             progress=ImportProgress(pipeline_run_id))
+        summary = import_run_dir(run_dir=Path(params["run_dir"]), tasks_file=tasks_file,
+                                 name=params.get("name") or None, progress=ImportProgress(pipeline_run_id))
     except StageCancelled:
         return
+    run = getattr(summary, "run", summary)
     if isinstance(run, Run):
         PipelineRun.objects.filter(pk=pipeline_run_id).update(run=run)
-    pipeline_run_finish(pipeline_run_id=pipeline_run_id, result={"run": getattr(run, "pk", None)})
+    result = summary.as_dict() if hasattr(summary, "as_dict") else {"run": getattr(run, "pk", None)}
+    for skip in result.get("skipped", [])[:100]:
+        pipeline_run_error(pipeline_run_id=pipeline_run_id, error=f"skipped {skip['path']}: {skip['reason']}")
+    pipeline_run_finish(pipeline_run_id=pipeline_run_id, result=_json_safe(result))
 
 
 def validate_run(*, pipeline_run_id: int) -> None:

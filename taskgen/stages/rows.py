@@ -48,6 +48,7 @@ class Selection:
     source: str
     judge_config: JudgeConfig | None
     budget: int
+    order_from: str = "episodes"
     candidates: int = 0
     picked: list[Candidate] = field(default_factory=list)
 
@@ -58,7 +59,8 @@ class Selection:
     def params(self) -> dict:
         """The parameters that decide the episode list (no folder, no time: same parameters, same manifest)."""
         return {"run": self.run.name, "run_id": self.run.pk, "source": self.source,
-                "judge_config": self.judge_config.key if self.judge_config else None, "budget": self.budget}
+                "judge_config": self.judge_config.key if self.judge_config else None, "budget": self.budget,
+                "order_from": self.order_from}
 
 
 def export_budget_check(value: object) -> int:
@@ -110,16 +112,35 @@ def _approved_ids(*, run: Run, source: str, judge_config: JudgeConfig | None) ->
     return approved - adjudicated_no
 
 
-def _round_robin(episodes: list[dict]) -> list[dict]:
-    """Sites sorted by name, each site's episodes in file order, one from each site per round."""
+def tasks_file_slots(run: Run) -> dict[str, int] | None:
+    """Each task's place within its site in the run's tasks file (the reference walks the file, so a task without an
+    episode still takes its turn); None when the file is gone or unreadable, and episodes alone give the order."""
+    path = Path(run.tasks_file) if run.tasks_file else None
+    if path is None or not path.is_file():
+        return None
+    slots: dict[str, int] = {}
+    per_site: dict[str, int] = {}
+    try:
+        for line in path.read_text(encoding="utf-8").split("\n"):
+            if line.strip():
+                task = json.loads(line)
+                slots.setdefault(task["task_id"], per_site.get(task["site"], 0))
+                per_site[task["site"]] = per_site.get(task["site"], 0) + 1
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return slots
+
+
+def _round_robin(episodes: list[dict], slots: dict[str, int] | None) -> list[dict]:
+    """Sites sorted by name, each site's tasks in file order, one from each site per round."""
     by_site: dict[str, list[dict]] = {}
     for row in sorted(episodes, key=lambda r: (r["task_order"], r["id"])):
         by_site.setdefault(row["site__slug"], []).append(row)
-    queues = [by_site[name] for name in sorted(by_site)]
-    order = []
-    for depth in range(max((len(q) for q in queues), default=0)):
-        order.extend(q[depth] for q in queues if depth < len(q))
-    return order
+    ranked = []
+    for site in sorted(by_site):
+        for index, row in enumerate(by_site[site]):
+            ranked.append(((slots[row["task__task_id"]] if slots else index), site, row))
+    return [row for *_, row in sorted(ranked, key=lambda item: item[:2])]
 
 
 def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_config: JudgeConfig | None = None,
@@ -130,9 +151,13 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
     approved = _approved_ids(run=run, source=source, judge_config=judge_config)
     rows = list(Episode.objects.filter(run=run).values("id", "task_order", "task__task_id", "site__slug",
                                                        "has_rows", "row_count", "content_hash"))
-    selection = Selection(run=run, source=source, judge_config=judge_config, budget=budget)
+    slots = tasks_file_slots(run)
+    if slots is not None and any(row["task__task_id"] not in slots for row in rows):
+        slots = None  # the file no longer lists every episode's task: fall back to the episodes' own order
+    selection = Selection(run=run, source=source, judge_config=judge_config, budget=budget,
+                          order_from="tasks file" if slots is not None else "episodes")
     steps = 0
-    for row in _round_robin(rows):
+    for row in _round_robin(rows, slots):
         if row["id"] not in approved or not row["has_rows"]:
             continue
         selection.candidates += 1  # counted before an empty episode is skipped, as the reference does
