@@ -43,10 +43,10 @@ class AttemptForm(StageForm):
     stage, title = "attempt", "Attempt tasks in the browser harness"
     explain = "Runs an agent on each task of a tasks file and records every episode."
     tasks_file = _path_field("Tasks file (tasks.jsonl)")
-    agent = forms.ChoiceField(choices=[("scripted", "scripted (known solution, seeded mistakes)"),
-                                       ("gemini", "gemini"), ("openai", "openai-compatible")])
-    name = forms.CharField(label="Run name", required=False, max_length=200)
-    mistakes = forms.FloatField(label="Mistake rate (scripted agent)", min_value=0, max_value=1, initial=0.0)
+    # Only the agents the attempt stage offers; an LLM agent is added here when the harness has one.
+    agent = forms.ChoiceField(choices=[("scripted", "scripted (known solution, seeded mistakes)")])
+    name = forms.CharField(label="Run name", max_length=200, help_text="A new plain name: letters, digits, - _ .")
+    mistakes = forms.FloatField(label="Mistake rate (scripted agent)", min_value=0, max_value=1, initial=0.3)
     seed = forms.IntegerField(initial=0)
     limit = forms.IntegerField(label="At most this many tasks", required=False, min_value=1)
 

@@ -164,7 +164,8 @@ def validate_run(*, pipeline_run_id: int) -> None:
     config = JudgeConfig.objects.get(pk=params["config"])
     result = compute(runs=Run.objects.filter(pk__in=params["runs"]), config=config, against=params["against"])
     PipelineRun.objects.filter(pk=pipeline_run_id).update(done=1)
-    summary = result if isinstance(result, dict) else {"summary": str(result)}
+    summary = result.as_dict() if hasattr(result, "as_dict") else result
+    summary = summary if isinstance(summary, dict) else {"summary": str(summary)}
     pipeline_run_finish(pipeline_run_id=pipeline_run_id, result=_json_safe(summary))
 
 
@@ -224,6 +225,12 @@ def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
                 pipeline_run_enqueue(pipeline_run=pipeline_run)
         pipeline_run.refresh_from_db()
         return pipeline_run
+    own_resume = _foreign_resume(pipeline_run.stage)
+    if own_resume is not None:
+        return own_resume(pipeline_run=pipeline_run, user=user)
+    if pipeline_run.stage not in START_AGAIN_RESUMES:
+        raise ResumeError(f"the {pipeline_run.stage} stage cannot resume a run yet (its module has no "
+                          f"{pipeline_run.stage}_resume); start a new one")
     started_with = (pipeline_run.params or {}).get("started_with")
     if started_with is None:
         raise ResumeError("this run was not started from the app, so its start values are unknown")
@@ -231,3 +238,18 @@ def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
     PipelineRun.objects.filter(pk=again.pk).update(params={**again.params, "resumed_from": pipeline_run.pk})
     again.refresh_from_db()
     return again
+
+
+# Judge starts queue only episodes without a verdict, so starting again with the same values is a resume.
+START_AGAIN_RESUMES = {Stage.JUDGE}
+FOREIGN_MODULES = {Stage.JUDGE: "taskgen.stages.judge", Stage.ATTEMPT: "taskgen.stages.attempt"}
+
+
+def _foreign_resume(stage: str) -> Callable | None:
+    """A stage module's own `<stage>_resume(*, pipeline_run, user) -> PipelineRun`, when it has one."""
+    if stage not in FOREIGN_MODULES:
+        return None
+    try:
+        return stage_function(FOREIGN_MODULES[stage], f"{stage}_resume")
+    except StageUnavailable:
+        return None
