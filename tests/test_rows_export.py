@@ -17,8 +17,9 @@ import pytest
 from review.models import FinalLabel
 from taskgen.models import Export, JudgeConfig, Judgment
 from taskgen.stages.exports import export_create
-from taskgen.stages.rows import ExportError, export_budget_check, export_select, report_sites
+from taskgen.stages.rows import ExportError, export_budget_check, export_select
 from taskgen.stages.rows_output import export_stream_targz
+from taskgen.stages.rows_select import report_sites
 from tests.runfiles import HandTask, load_run_dir, write_run_dir
 
 REFERENCE = Path(os.environ.get("TASKGEN_REFERENCE", "/work/shared/reference/taskgen.py"))

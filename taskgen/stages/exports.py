@@ -18,7 +18,8 @@ from taskgen.pipeline_runs import (
     pipeline_run_step,
 )
 from taskgen.stages.paths import PathError, empty_dir_under_data_root
-from taskgen.stages.rows import (
+from taskgen.stages.rows_output import export_write_dir
+from taskgen.stages.rows_select import (
     ExportError,
     export_budget_check,
     export_manifest,
@@ -26,7 +27,6 @@ from taskgen.stages.rows import (
     export_source_check,
     manifest_sha256,
 )
-from taskgen.stages.rows_output import export_write_dir
 
 
 def export_out_dir_check(*, out_dir: str | Path, base: Path | None = None) -> Path:

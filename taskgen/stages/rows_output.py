@@ -18,7 +18,7 @@ from django.db.models import Prefetch
 
 from taskgen.blobs import blob_path
 from taskgen.models import Episode, Export, Screenshot
-from taskgen.stages.rows import ExportError, manifest_bytes, report_bytes
+from taskgen.stages.rows_select import ExportError, manifest_bytes, report_bytes
 
 BATCH = 100  # episodes loaded at a time: their rows text is the big part
 COPY_BUFFER = 1 << 20
