@@ -13,7 +13,7 @@ from taskgen.blobs import blob_path
 from taskgen.models import Export, JudgeConfig, PipelineRun, Screenshot
 from taskgen.stages.exports import export_create
 from taskgen.stages.registry import stage_run
-from tests.factories import EpisodeFactory, RunFactory
+from tests.factories import EpisodeFactory, RunFactory, UserFactory
 from tests.runfiles import load_run_dir, write_run_dir
 from tests.test_rows_export import HAND_TASKS
 
@@ -261,3 +261,33 @@ def test_admin_imports_a_run_dir_from_the_data_root_and_watches_it_finish(admin_
     assert pr.run.episodes.count() == len(HAND_TASKS) and pr.result["episodes_added"] == len(HAND_TASKS)
     page = admin_client_role.get(pr.get_absolute_url()).content.decode()
     assert "No errors." in page and "fresh" in page
+
+
+@pytest.mark.django_db
+def test_the_django_admin_action_starts_an_export_of_human_rows(client, hand_run, settings):
+    from django.contrib.auth import get_user_model
+
+    from review.models import FinalLabel
+
+    FinalLabel.objects.create(episode=hand_run.episodes.get(task__task_id="tg-beta-1"), verdict="SUCCESS")
+    superuser = get_user_model().objects.create_superuser("root", "", "pw-for-tests")
+    client.force_login(superuser)
+    response = client.post(reverse("admin:taskgen_run_changelist"),
+                           {"action": "export_human_rows", "_selected_action": [hand_run.pk]})
+    assert response.status_code == 302
+    pr = PipelineRun.objects.get()
+    assert pr.stage == "export" and pr.params["source"] == "human" and pr.started_by == superuser
+    assert Path(pr.params["out_dir"]).is_relative_to(Path(settings.DATA_ROOT).resolve() / "exports")
+
+
+@pytest.mark.django_db
+def test_a_staff_user_without_the_admin_role_cannot_start_stages_from_the_django_admin(client, hand_run):
+    from django.contrib.auth.models import Permission
+
+    staff = UserFactory(username="staff", role="reviewer")
+    staff.is_staff = True
+    staff.save()
+    staff.user_permissions.add(*Permission.objects.filter(codename__in=["view_run", "change_run"]))
+    client.force_login(staff)
+    client.post(reverse("admin:taskgen_run_changelist"), {"action": "judge_runs", "_selected_action": [hand_run.pk]})
+    assert PipelineRun.objects.count() == 0
