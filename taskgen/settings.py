@@ -180,6 +180,7 @@ MODEL_PRICES = {
     "gemini-2.5-pro": (1.25, 10.00),
 }
 EXPORT_BUDGET = env_int("TASKGEN_EXPORT_BUDGET", 27644, minimum=1)
+EXPORT_WORKERS = env_int("TASKGEN_EXPORT_WORKERS", 4, minimum=1)  # threads writing an export's files
 HARNESS_CHROMIUM = env_str("TASKGEN_CHROMIUM", "/usr/bin/chromium")
 REVIEW_RESERVATION_MINUTES = env_int("TASKGEN_RESERVATION_MINUTES", 5, minimum=1)
 SAMPLE_SEED = env_int("TASKGEN_SAMPLE_SEED", 20261202)

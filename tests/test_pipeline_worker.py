@@ -40,7 +40,8 @@ def worker(settings, tmp_path):
     celery_app.control.purge()  # stray messages from earlier runs must not run against this test's data
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "taskgen.settings", "DATABASE_URL": _database_url(),
            "TASKGEN_MEDIA_ROOT": str(settings.MEDIA_ROOT), "TASKGEN_DATA_ROOT": str(settings.DATA_ROOT),
-           "TASKGEN_VAR_DIR": str(django_settings.VAR_DIR), "CELERY_BROKER_URL": django_settings.CELERY_BROKER_URL}
+           "TASKGEN_VAR_DIR": str(django_settings.VAR_DIR), "CELERY_BROKER_URL": django_settings.CELERY_BROKER_URL,
+           "TASKGEN_EXPORT_WORKERS": "1"}  # one episode in flight, so the test knows exactly where cancel lands
     log = (tmp_path / "worker.log").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "taskgen", "worker", "-Q", "default", "--pool", "solo",

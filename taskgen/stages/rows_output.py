@@ -11,9 +11,11 @@ import os
 import shutil
 import tarfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from django.conf import settings
 from django.db.models import Prefetch
 
 from taskgen.blobs import blob_path
@@ -97,20 +99,41 @@ class WriteOutcome:
 
 
 def export_write_dir(*, manifest: dict, out: Path, on_episode: Callable[[bool, str], None] | None = None,
-                     should_stop: Callable[[], bool] | None = None) -> WriteOutcome:
+                     should_stop: Callable[[], bool] | None = None, workers: int | None = None) -> WriteOutcome:
     """Write every episode of the manifest under `out`, then _report.json and _manifest.json once all are there.
 
-    An episode that fails is reported and the others go on; `should_stop` is asked before each episode (cancel)."""
+    An episode that fails is reported and the others go on; `should_stop` is asked before each episode (cancel), so
+    at most `workers` episodes already being written finish after it says stop. Files are written by a few threads
+    (creating many small files is slow per file, and the kernel does it in parallel); the database is read and
+    progress reported on this thread only."""
     out.mkdir(parents=True, exist_ok=True)
     outcome = WriteOutcome()
-    for episode in export_episodes([e["episode_id"] for e in manifest["episodes"]]):
-        if should_stop is not None and should_stop():
-            outcome.stopped = True
-            break
+    workers = workers or settings.EXPORT_WORKERS
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="export") as pool:
+        pending: dict[Future, str] = {}
+        for episode in export_episodes([e["episode_id"] for e in manifest["episodes"]]):
+            if should_stop is not None and should_stop():
+                outcome.stopped = True
+                break
+            pending[pool.submit(episode_write_dir, episode=episode, out=out)] = episode.task.task_id
+            if len(pending) >= workers:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                _collect(finished, pending, outcome, on_episode)
+        _collect(list(pending), pending, outcome, on_episode)
+    if outcome.complete:
+        (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
+        (out / "_manifest.json").write_bytes(manifest_bytes(manifest))
+    return outcome
+
+
+def _collect(finished, pending: dict[Future, str], outcome: WriteOutcome,
+             on_episode: Callable[[bool, str], None] | None) -> None:
+    for future in finished:
+        task_id = pending.pop(future)
         try:
-            wrote = episode_write_dir(episode=episode, out=out)
+            wrote = future.result()
         except (OSError, ExportError) as exc:
-            message = f"{episode.task.task_id}: {exc}"
+            message = f"{task_id}: {exc}"
             outcome.errors.append(message)
             if on_episode:
                 on_episode(False, message)
@@ -119,10 +142,6 @@ def export_write_dir(*, manifest: dict, out: Path, on_episode: Callable[[bool, s
         outcome.skipped += not wrote
         if wrote and on_episode:
             on_episode(True, "")
-    if outcome.complete:
-        (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
-        (out / "_manifest.json").write_bytes(manifest_bytes(manifest))
-    return outcome
 
 
 class _ChunkSink:
