@@ -6,6 +6,7 @@ written: the episode being written finishes, nothing after it is, and a resume w
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -24,6 +25,12 @@ from tests.runfiles import load_run_dir, write_run_dir
 from tests.test_rows_export import HAND_TASKS
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    """Users made for these tests log in by session; hashing their passwords slowly buys nothing here."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def _database_url() -> str:
@@ -48,7 +55,7 @@ def worker(settings, tmp_path):
          "--without-heartbeat", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     yield process
-    process.terminate()
+    process.send_signal(signal.SIGQUIT)  # cold shutdown: no task is running by now, and a warm one takes seconds
     try:
         process.wait(timeout=20)
     except subprocess.TimeoutExpired:

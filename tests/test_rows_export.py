@@ -34,6 +34,12 @@ HAND_TASKS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    """Users made for these tests log in by session; hashing their passwords slowly buys nothing here."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def hand_run(settings, tmp_path):
     run_dir, tasks_file = write_run_dir(Path(settings.DATA_ROOT) / "hand", HAND_TASKS)
