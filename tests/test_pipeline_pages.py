@@ -297,3 +297,66 @@ def test_a_staff_user_without_the_admin_role_cannot_start_stages_from_the_django
     client.force_login(staff)
     client.post(reverse("admin:taskgen_run_changelist"), {"action": "judge_runs", "_selected_action": [hand_run.pk]})
     assert PipelineRun.objects.count() == 0
+
+
+@pytest.fixture
+def fake_judge_stage(monkeypatch):
+    """The judge stage's contract as a stand-in module (the real one lives on its own branch until merged)."""
+    import sys
+    import types
+
+    from taskgen.pipeline_runs import pipeline_run_create
+
+    calls = []
+    module = types.ModuleType("taskgen.stages.judge")
+
+    def judge_config_for(provider, model, prompt_version, image_policy):
+        return JudgeConfig.objects.get_or_create(provider=provider, model=model, prompt_version=prompt_version,
+                                                 image_policy=image_policy)[0]
+
+    def judge_start(*, run, config, user=None, batch=False):
+        calls.append({"run": run, "config": config, "user": user, "batch": batch})
+        return pipeline_run_create(stage="judge", params={"judge": config.key}, user=user, run=run)
+
+    module.judge_config_for, module.judge_start = judge_config_for, judge_start
+    monkeypatch.setitem(sys.modules, "taskgen.stages.judge", module)
+    return calls
+
+
+@pytest.mark.django_db
+def test_judge_starts_through_the_judge_stage_contract_and_resumes_by_starting_again(admin_client_role,
+                                                                                     fake_judge_stage):
+    run = RunFactory()
+    form = {"run": run.pk, "provider": "rules", "model": "rules-v1", "prompt_version": "v2",
+            "image_policy": "default", "batch": "on"}
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["judge"]), form)
+    first = PipelineRun.objects.get()
+    assert response["Location"] == first.get_absolute_url()
+    assert fake_judge_stage[0]["run"] == run and fake_judge_stage[0]["batch"] is True
+    assert fake_judge_stage[0]["config"].key == "rules:rules-v1:v2:default"
+    assert first.params["judge"] == "rules:rules-v1:v2:default" and first.params["started_with"]["run"] == run.pk
+
+    PipelineRun.objects.filter(pk=first.pk).update(status="failed")
+    response = admin_client_role.post(reverse("review:pipeline_resume", args=[first.pk]))
+    again = PipelineRun.objects.exclude(pk=first.pk).get()
+    assert response["Location"] == again.get_absolute_url() and again.params["resumed_from"] == first.pk
+    assert len(fake_judge_stage) == 2
+
+
+@pytest.mark.django_db
+def test_validate_runs_in_the_background_and_keeps_its_report(admin_client_role, monkeypatch,
+                                                              django_capture_on_commit_callbacks):
+    import sys
+    import types
+
+    module = types.ModuleType("taskgen.stages.validate")
+    report = types.SimpleNamespace(as_dict=lambda: {"precision": 0.9, "false_positives": [{"task_id": "t1"}]})
+    module.validate_compute = lambda *, runs, config, against, reviewer=None: report
+    monkeypatch.setitem(sys.modules, "taskgen.stages.validate", module)
+    monkeypatch.setattr("taskgen.tasks.pipeline.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
+    run, config = RunFactory(), JudgeConfig.objects.create(provider="rules", model="m", prompt_version="v1")
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client_role.post(reverse("review:pipeline_start", args=["validate"]),
+                               {"runs": [run.pk], "config": config.pk, "against": "verifier"})
+    pr = PipelineRun.objects.get()
+    assert pr.status == "done" and pr.result["precision"] == 0.9 and pr.params["runs"] == [run.pk]
