@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.db.models import Case, Count, IntegerField, Prefetch, Q, QuerySet, Value, When
 from django.shortcuts import get_object_or_404
 
-from taskgen.models import Episode, Judgment, Run, Screenshot
+from taskgen.models import Episode, Export, Judgment, PipelineRun, Run, Screenshot
 
 # Steps in numeric order, then the final screen; row images (training copies) are not the episode's evidence.
 _SCREEN_ORDER = Case(When(kind=Screenshot.Kind.STEP, then=Value(0)), default=Value(1), output_field=IntegerField())
@@ -42,3 +42,11 @@ def episode_for_page(pk: int) -> Episode:
         Prefetch("judgments", queryset=judgments, to_attr="judgment_list"),
     )
     return get_object_or_404(queryset, pk=pk)
+
+
+def pipeline_runs() -> QuerySet[PipelineRun]:
+    return PipelineRun.objects.select_related("started_by", "run").defer("result").order_by("-created_at")
+
+
+def exports() -> QuerySet[Export]:
+    return Export.objects.select_related("created_by", "judge_config").prefetch_related("runs").order_by("-created_at")

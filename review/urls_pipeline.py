@@ -1,3 +1,17 @@
-"""URLs of the pipeline pages (filled in by its issue)."""
+"""URLs of the runs page (pipeline starts, progress, cancel, resume) and the export history."""
+from django.urls import path
 
-urlpatterns: list = []
+from review.views import exports, pipeline
+
+urlpatterns = [
+    path("pipeline/", pipeline.pipeline_list, name="pipeline_list"),
+    path("pipeline/start/<str:stage>/", pipeline.pipeline_start, name="pipeline_start"),
+    path("pipeline/<int:pk>/", pipeline.pipeline_detail, name="pipeline_detail"),
+    path("pipeline/<int:pk>/progress/", pipeline.pipeline_progress, name="pipeline_progress"),
+    path("pipeline/<int:pk>/cancel/", pipeline.pipeline_cancel, name="pipeline_cancel"),
+    path("pipeline/<int:pk>/resume/", pipeline.pipeline_resume, name="pipeline_resume"),
+    path("exports/", exports.export_list, name="export_list"),
+    path("exports/<int:pk>/", exports.export_detail, name="export_detail"),
+    path("exports/<int:pk>/manifest.json", exports.export_manifest, name="export_manifest"),
+    path("exports/<int:pk>/download.tar.gz", exports.export_download, name="export_download"),
+]

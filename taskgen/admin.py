@@ -52,3 +52,64 @@ class PipelineRunAdmin(admin.ModelAdmin):
 @admin.register(models.Export)
 class ExportAdmin(admin.ModelAdmin):
     list_display = ["id", "selection", "budget", "created_by", "created_at"]
+
+
+# ── stage starts as admin actions (the same starts as the pipeline page) ─────────────────────────────────────────
+
+def _start_from_admin(modeladmin: admin.ModelAdmin, request, stage: str, params: dict) -> None:
+    from django.contrib import messages
+
+    from review.roles import Role, has_role
+    from taskgen.stages.registry import stage_start
+
+    if not has_role(request.user, Role.ADMIN):
+        modeladmin.message_user(request, "Starting pipeline stages needs the admin role.", messages.ERROR)
+        return
+    try:
+        pipeline_run = stage_start(stage=stage, params=params, user=request.user)
+    except Exception as exc:  # shown to the admin as it is, so a bad start never fails silently
+        modeladmin.message_user(request, f"{stage} not started: {exc}", messages.ERROR)
+        return
+    modeladmin.message_user(request, f"Started {pipeline_run}: {pipeline_run.get_absolute_url()}", messages.SUCCESS)
+
+
+def _default_judge_params(run_pk: int) -> dict:
+    from django.conf import settings
+
+    return {"run": run_pk, "provider": settings.JUDGE_PROVIDER, "model": settings.JUDGE_MODEL,
+            "prompt_version": "v1", "image_policy": "default", "batch": False}
+
+
+@admin.action(description="Judge with the default judge (settings' provider and model)")
+def judge_runs(modeladmin, request, queryset) -> None:
+    for run in queryset:
+        _start_from_admin(modeladmin, request, "judge", _default_judge_params(run.pk))
+
+
+@admin.action(description="Re-import from the run dir it came from (only changed episodes are read again)")
+def reimport_runs(modeladmin, request, queryset) -> None:
+    for run in queryset:
+        _start_from_admin(modeladmin, request, "import", {"run_dir": run.source_dir, "tasks_file": run.tasks_file,
+                                                          "name": run.name})
+
+
+@admin.action(description="Export final human labels' rows to exports/<run>-<time> under the data root")
+def export_human_rows(modeladmin, request, queryset) -> None:
+    from django.conf import settings
+    from django.utils import timezone
+
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    for run in queryset:
+        _start_from_admin(modeladmin, request, "export", {
+            "run": run.pk, "source": "human", "judge_config": None, "budget": settings.EXPORT_BUDGET,
+            "out_dir": f"exports/{run.name}-{stamp}"})
+
+
+@admin.action(description="Judge the runs of the selected episodes with the default judge")
+def judge_episode_runs(modeladmin, request, queryset) -> None:
+    for run_pk in queryset.values_list("run_id", flat=True).distinct():
+        _start_from_admin(modeladmin, request, "judge", _default_judge_params(run_pk))
+
+
+RunAdmin.actions = [judge_runs, reimport_runs, export_human_rows]
+EpisodeAdmin.actions = [judge_episode_runs]

@@ -86,9 +86,11 @@ def _database() -> dict:
     if not url:
         VAR_DIR.mkdir(parents=True, exist_ok=True)
         # WAL: the web server and a worker read while an import writes, and a commit needs no fsync of its own.
+        # The test database is a file, not memory, so a Celery worker started by a test can open it too.
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "db.sqlite3",
                 "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE",
-                            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}}
+                            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+                "TEST": {"NAME": str(VAR_DIR / "test-db.sqlite3")}}
     try:
         config = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0))
     except Exception as exc:  # dj-database-url raises several types for a bad URL
@@ -181,6 +183,7 @@ MODEL_PRICES = {
     "gemini-2.5-pro": (1.25, 10.00),
 }
 EXPORT_BUDGET = env_int("TASKGEN_EXPORT_BUDGET", 27644, minimum=1)
+EXPORT_WORKERS = env_int("TASKGEN_EXPORT_WORKERS", 4, minimum=1)  # threads writing an export's files
 HARNESS_CHROMIUM = env_str("TASKGEN_CHROMIUM", "/usr/bin/chromium")
 # Where the harness reaches the sandbox sites; empty: each harness process serves them itself on 127.0.0.1.
 SANDBOX_BASE_URL = env_str("TASKGEN_SANDBOX_BASE_URL", "")

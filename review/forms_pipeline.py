@@ -1,0 +1,89 @@
+"""Forms to start each pipeline stage from the runs page; `params()` gives JSON-able values for the stage start."""
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+
+from taskgen.models import Export, JudgeConfig, Run
+
+PATH_HELP = "A path under the data root ({root}); relative paths start there."
+
+
+def _path_field(label: str, required: bool = True, help_text: str = "") -> forms.CharField:
+    return forms.CharField(label=label, required=required, max_length=1000,
+                           help_text=help_text or PATH_HELP.format(root=settings.DATA_ROOT))
+
+
+class StageForm(forms.Form):
+    stage = ""
+    title = ""
+    explain = ""
+
+    def params(self) -> dict:
+        values = {}
+        for name, value in self.cleaned_data.items():
+            if isinstance(value, Run | JudgeConfig):
+                value = value.pk
+            elif hasattr(value, "values_list"):
+                value = list(value.values_list("pk", flat=True))
+            values[name] = value
+        return values
+
+
+class ImportForm(StageForm):
+    stage, title = "import", "Import a run dir"
+    explain = "Reads <run>/<task_id>/grade_inputs.json, screenshots and rows, and <run>_judge verdicts if present."
+    run_dir = _path_field("Run dir")
+    tasks_file = _path_field("Tasks file (tasks.jsonl)", required=False,
+                             help_text="Optional: by default the importer looks beside the run dir.")
+    name = forms.CharField(label="Run name", required=False, max_length=200)
+
+
+class AttemptForm(StageForm):
+    stage, title = "attempt", "Attempt tasks in the browser harness"
+    explain = "Runs an agent on each task of a tasks file and records every episode."
+    tasks_file = _path_field("Tasks file (tasks.jsonl)")
+    # Only the agents the attempt stage offers; an LLM agent is added here when the harness has one.
+    agent = forms.ChoiceField(choices=[("scripted", "scripted (known solution, seeded mistakes)")])
+    name = forms.CharField(label="Run name", max_length=200, help_text="A new plain name: letters, digits, - _ .")
+    mistakes = forms.FloatField(label="Mistake rate (scripted agent)", min_value=0, max_value=1, initial=0.3)
+    seed = forms.IntegerField(initial=0)
+    limit = forms.IntegerField(label="At most this many tasks", required=False, min_value=1)
+
+
+class JudgeForm(StageForm):
+    stage, title = "judge", "Judge a run"
+    explain = "Judges every episode of the run not yet judged with this config (provider, model, prompt, images)."
+    run = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"))
+    provider = forms.ChoiceField(choices=[("gemini", "gemini"), ("openai", "openai-compatible"),
+                                          ("rules", "rules (offline baseline, not a model)")])
+    model = forms.CharField(max_length=200, initial=settings.JUDGE_MODEL)
+    prompt_version = forms.CharField(max_length=100, initial="v1")
+    image_policy = forms.CharField(max_length=100, initial="default")
+    batch = forms.BooleanField(required=False, help_text="Use the provider's batch API (cheaper, slower).")
+
+
+class ValidateForm(StageForm):
+    stage, title = "validate", "Validate a judge"
+    explain = "Measures a judge config against the task verifiers or the final human labels."
+    runs = forms.ModelMultipleChoiceField(queryset=Run.objects.order_by("-created_at"))
+    config = forms.ModelChoiceField(queryset=JudgeConfig.objects.order_by("provider", "model"), label="Judge config")
+    against = forms.ChoiceField(choices=[("verifier", "task verifiers"), ("human", "final human labels")])
+
+
+class ExportForm(StageForm):
+    stage, title = "export", "Export approved rows"
+    explain = ("Sites round robin, tasks in file order, whole episodes up to the step budget. Leave the folder empty "
+               "for a download only; with a folder, the rows are written there in the background.")
+    run = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"))
+    source = forms.ChoiceField(choices=Export.Selection.choices, initial=Export.Selection.JUDGE)
+    judge_config = forms.ModelChoiceField(queryset=JudgeConfig.objects.order_by("provider", "model"), required=False,
+                                          help_text="Whose verdicts count (not needed for final human labels).")
+    budget = forms.IntegerField(min_value=1, initial=settings.EXPORT_BUDGET,
+                                help_text="Steps (rows); the last episode may pass it, as in the reference.")
+    out_dir = _path_field("Folder to write", required=False)
+
+
+STAGE_FORMS: dict[str, type[StageForm]] = {
+    form.stage: form for form in (ImportForm, AttemptForm, JudgeForm, ValidateForm, ExportForm)
+}

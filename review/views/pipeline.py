@@ -1,0 +1,109 @@
+"""The runs page (admins only): start any stage with its parameters, watch progress, cancel and resume."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import ObjectDoesNotExist
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from review import selectors
+from review.forms_pipeline import STAGE_FORMS, StageForm
+from review.roles import Role, require_role
+from taskgen.models import PipelineRun
+from taskgen.stages.exports import export_create
+from taskgen.stages.paths import PathError
+from taskgen.stages.registry import (
+    ResumeError,
+    StageUnavailable,
+    pipeline_run_cancel,
+    pipeline_run_resume,
+    stage_start,
+)
+from taskgen.stages.rows import ExportError
+
+START_ERRORS = (PathError, ExportError, StageUnavailable, ObjectDoesNotExist, ValueError)
+
+
+def _list_page(request: HttpRequest, forms: dict[str, StageForm], status: int = 200) -> HttpResponse:
+    page = Paginator(selectors.pipeline_runs(), 50).get_page(request.GET.get("page"))
+    context = {"forms": forms.values(), "page": page, "data_root": settings.DATA_ROOT}
+    return render(request, "review/pipeline_list.html", context, status=status)
+
+
+@require_GET
+@require_role(Role.ADMIN)
+def pipeline_list(request: HttpRequest) -> HttpResponse:
+    return _list_page(request, {name: form() for name, form in STAGE_FORMS.items()})
+
+
+def _start_download_export(request: HttpRequest, form: StageForm) -> HttpResponse:
+    params = form.cleaned_data
+    export = export_create(run=params["run"], source=params["source"], judge_config=params["judge_config"],
+                           budget=params["budget"], user=request.user)
+    messages.success(request, f"Export #{export.pk} is ready to download.")
+    return redirect(export)
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def pipeline_start(request: HttpRequest, stage: str) -> HttpResponse:
+    if stage not in STAGE_FORMS:
+        raise Http404("no such stage")
+    form = STAGE_FORMS[stage](request.POST)
+    if form.is_valid():
+        try:
+            if stage == "export" and not form.cleaned_data["out_dir"]:
+                return _start_download_export(request, form)
+            pipeline_run = stage_start(stage=stage, params=form.params(), user=request.user)
+        except START_ERRORS as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Started {pipeline_run}.")
+            return redirect(pipeline_run)
+    forms = {name: (form if name == stage else cls()) for name, cls in STAGE_FORMS.items()}
+    return _list_page(request, forms, status=400)
+
+
+@require_GET
+@require_role(Role.ADMIN)
+def pipeline_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    pipeline_run = get_object_or_404(selectors.pipeline_runs(), pk=pk)
+    return render(request, "review/pipeline_detail.html", {"pr": pipeline_run})
+
+
+@require_GET
+@require_role(Role.ADMIN)
+def pipeline_progress(request: HttpRequest, pk: int) -> HttpResponse:
+    """The progress partial htmx polls; once the run has ended it answers 286 so the polling stops."""
+    pipeline_run = get_object_or_404(selectors.pipeline_runs(), pk=pk)
+    html = render_to_string("review/_pipeline_progress.html", {"pr": pipeline_run}, request=request)
+    return HttpResponseStopPolling(html) if pipeline_run.is_finished else HttpResponse(html)
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def pipeline_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    pipeline_run = get_object_or_404(PipelineRun, pk=pk)
+    if pipeline_run_cancel(pipeline_run=pipeline_run):
+        messages.success(request, "Cancelled: queued work is dropped; work in progress stops after its current item.")
+    else:
+        messages.error(request, f"This run is already {pipeline_run.status}; nothing to cancel.")
+    return redirect(pipeline_run)
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def pipeline_resume(request: HttpRequest, pk: int) -> HttpResponse:
+    pipeline_run = get_object_or_404(PipelineRun, pk=pk)
+    try:
+        resumed = pipeline_run_resume(pipeline_run=pipeline_run, user=request.user)
+    except (ResumeError, *START_ERRORS) as exc:
+        messages.error(request, str(exc))
+        return redirect(pipeline_run)
+    messages.success(request, "Resumed: only what is not done runs again.")
+    return redirect(resumed)

@@ -1,0 +1,362 @@
+"""The runs page and export history: who may see and start what, bad input, progress polling, downloads."""
+from __future__ import annotations
+
+import io
+import tarfile
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from taskgen.blobs import blob_path
+from taskgen.models import Export, JudgeConfig, PipelineRun, Screenshot
+from taskgen.stages.exports import export_create
+from taskgen.stages.registry import stage_run
+from tests.factories import EpisodeFactory, RunFactory, UserFactory
+from tests.runfiles import load_run_dir, write_run_dir
+from tests.test_rows_export import HAND_TASKS
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    """Users made for these tests log in by session; hashing their passwords slowly buys nothing here."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def hand_run(settings):
+    return load_run_dir(*write_run_dir(Path(settings.DATA_ROOT) / "hand", HAND_TASKS))
+
+
+@pytest.fixture
+def an_export(hand_run):
+    return export_create(run=hand_run, source="judge", judge_config=JudgeConfig.objects.get(), budget=1000)
+
+
+def export_post(run, out_dir="", budget="1000", source="judge") -> dict:
+    return {"run": run.pk, "source": source, "judge_config": JudgeConfig.objects.get().pk, "budget": budget,
+            "out_dir": out_dir}
+
+
+ADMIN_GETS = ["review:pipeline_list"]
+POSTS = [("review:pipeline_start", ["export"]), ("review:pipeline_cancel", [1]), ("review:pipeline_resume", [1])]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fixture", ["viewer_client", "reviewer_client", "adjudicator_client", "norole_client"])
+def test_only_admins_reach_the_runs_page_and_its_endpoints(request, fixture):
+    client = request.getfixturevalue(fixture)
+    pr = PipelineRun.objects.create(stage="export", status="failed")
+    assert client.get(reverse("review:pipeline_list")).status_code == 403
+    assert client.get(reverse("review:pipeline_detail", args=[pr.pk])).status_code == 403
+    assert client.get(reverse("review:pipeline_progress", args=[pr.pk])).status_code == 403
+    assert client.post(reverse("review:pipeline_start", args=["export"]), {}).status_code == 403
+    assert client.post(reverse("review:pipeline_cancel", args=[pr.pk])).status_code == 403
+    assert client.post(reverse("review:pipeline_resume", args=[pr.pk])).status_code == 403
+    assert PipelineRun.objects.count() == 1 and PipelineRun.objects.get().status == "failed"
+
+
+@pytest.mark.django_db
+def test_anonymous_visitors_are_sent_to_login(client, an_export):
+    for url in [reverse("review:pipeline_list"), reverse("review:export_list"),
+                reverse("review:export_download", args=[an_export.pk])]:
+        assert client.get(url)["Location"].startswith("/accounts/login/")
+
+
+@pytest.mark.django_db
+def test_a_reviewer_sees_export_history_without_start_or_download_buttons(reviewer_client, an_export):
+    page = reviewer_client.get(reverse("review:export_list")).content.decode()
+    assert an_export.manifest_sha256[:12] in page
+    detail = reviewer_client.get(an_export.get_absolute_url()).content.decode()
+    assert "Download .tar.gz" not in detail and "tg-alpha-1" in detail
+    assert reverse("review:pipeline_list") not in reviewer_client.get("/").content.decode()
+    assert reviewer_client.get(reverse("review:export_download", args=[an_export.pk])).status_code == 403
+    assert reviewer_client.get(reverse("review:export_manifest", args=[an_export.pk])).status_code == 200
+
+
+@pytest.mark.django_db
+def test_views_refuse_the_wrong_method(admin_client_role, an_export):
+    assert admin_client_role.post(reverse("review:pipeline_list")).status_code == 405
+    assert admin_client_role.get(reverse("review:pipeline_start", args=["export"])).status_code == 405
+    assert admin_client_role.post(reverse("review:export_download", args=[an_export.pk])).status_code == 405
+
+
+@pytest.mark.django_db
+def test_the_empty_runs_page_says_what_to_do(admin_client_role):
+    page = admin_client_role.get(reverse("review:pipeline_list")).content.decode()
+    assert "Nothing has been started yet" in page and "Start export" in page
+
+
+@pytest.mark.django_db
+def test_admin_makes_a_download_export_and_gets_the_same_files(admin_client_role, hand_run, settings):
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["export"]), export_post(hand_run))
+    export = Export.objects.get()
+    assert response.status_code == 302 and response["Location"] == export.get_absolute_url()
+    assert export.created_by == admin_client_role.user and export.out_dir == ""
+    download = admin_client_role.get(reverse("review:export_download", args=[export.pk]))
+    assert download["Content-Type"] == "application/gzip"
+    with tarfile.open(fileobj=io.BytesIO(b"".join(download.streaming_content)), mode="r:gz") as tar:
+        names = tar.getnames()
+    assert f"export-{export.pk}/tg-alpha-1/rows.jsonl" in names and f"export-{export.pk}/_report.json" in names
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("out_dir,budget,message", [
+    ("/etc/rows", "10", "outside the data root"),
+    ("../escape", "10", "outside the data root"),
+    ("fine", "0", "greater than or equal to 1"),
+    ("fine", "many", "Enter a whole number"),
+])
+def test_bad_export_input_is_refused_with_a_clear_error_and_nothing_written(admin_client_role, hand_run, settings,
+                                                                             out_dir, budget, message):
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["export"]),
+                                      export_post(hand_run, out_dir=out_dir, budget=budget))
+    assert response.status_code == 400 and message in response.content.decode()
+    assert PipelineRun.objects.count() == 0 and Export.objects.count() == 0
+    assert sorted(p.name for p in Path(settings.DATA_ROOT).iterdir()) == ["hand"]
+
+
+@pytest.mark.django_db
+def test_an_export_into_a_folder_that_is_not_empty_is_refused(admin_client_role, hand_run, settings):
+    (Path(settings.DATA_ROOT) / "full").mkdir()
+    (Path(settings.DATA_ROOT) / "full" / "old.jsonl").write_text("x")
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["export"]),
+                                      export_post(hand_run, out_dir="full"))
+    assert response.status_code == 400 and "not empty" in response.content.decode()
+    assert [p.name for p in (Path(settings.DATA_ROOT) / "full").iterdir()] == ["old.jsonl"]
+
+
+@pytest.mark.django_db
+def test_an_import_path_outside_the_data_root_is_refused(admin_client_role, tmp_path):
+    (tmp_path / "outside").mkdir()
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["import"]),
+                                      {"run_dir": str(tmp_path / "outside")})
+    assert response.status_code == 400
+    assert "outside the data root" in response.content.decode()
+    assert PipelineRun.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_folder_export_runs_in_the_background_and_its_progress_stops_polling_when_done(
+        admin_client_role, hand_run, settings, django_capture_on_commit_callbacks, monkeypatch):
+    monkeypatch.setattr("taskgen.tasks.pipeline.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = admin_client_role.post(reverse("review:pipeline_start", args=["export"]),
+                                          export_post(hand_run, out_dir="bg"))
+    pr = PipelineRun.objects.get()
+    assert response["Location"] == pr.get_absolute_url() and pr.status == "queued"
+    progress = admin_client_role.get(reverse("review:pipeline_progress", args=[pr.pk]), HTTP_HX_REQUEST="true")
+    assert progress.status_code == 200 and "hx-trigger" in progress.content.decode()
+    for callback in callbacks:
+        callback()
+    pr.refresh_from_db()
+    assert pr.status == "done" and pr.done == pr.total == 8 and pr.started_by == admin_client_role.user
+    progress = admin_client_role.get(reverse("review:pipeline_progress", args=[pr.pk]), HTTP_HX_REQUEST="true")
+    assert progress.status_code == 286 and "hx-trigger" not in progress.content.decode()
+    assert (Path(settings.DATA_ROOT) / "bg" / "_report.json").exists()
+    assert Export.objects.get().pk == pr.result["export_id"]
+
+
+@pytest.mark.django_db
+def test_a_failed_export_keeps_what_it_wrote_and_resumes_only_the_rest(admin_client_role, hand_run, settings,
+                                                                       monkeypatch):
+    monkeypatch.setattr("taskgen.tasks.pipeline.stage_run_task.delay", lambda pk: None)
+    admin_client_role.post(reverse("review:pipeline_start", args=["export"]), export_post(hand_run, out_dir="f"))
+    pr = PipelineRun.objects.get()
+    shot = Screenshot.objects.get(episode__task__task_id="tg-beta-2")
+    image = blob_path(shot.blob).read_bytes()
+    blob_path(shot.blob).unlink()
+    stage_run(pipeline_run_id=pr.pk)
+    pr.refresh_from_db()
+    assert pr.status == "failed" and (pr.done, pr.failed) == (7, 1) and "tg-beta-2" in pr.errors[0]
+    assert not (Path(settings.DATA_ROOT) / "f" / "_report.json").exists() and Export.objects.count() == 0
+    blob_path(shot.blob).write_bytes(image)
+    kept = (Path(settings.DATA_ROOT) / "f" / "tg-alpha-1").stat().st_ino
+    assert admin_client_role.post(reverse("review:pipeline_resume", args=[pr.pk])).status_code == 302
+    stage_run(pipeline_run_id=pr.pk)
+    pr.refresh_from_db()
+    assert pr.status == "done" and (pr.done, pr.failed) == (8, 0)
+    assert (Path(settings.DATA_ROOT) / "f" / "tg-alpha-1").stat().st_ino == kept
+
+
+@pytest.mark.django_db
+def test_cancel_only_applies_to_runs_in_progress(admin_client_role):
+    done = PipelineRun.objects.create(stage="export", status="done")
+    admin_client_role.post(reverse("review:pipeline_cancel", args=[done.pk]))
+    done.refresh_from_db()
+    assert done.status == "done"
+    queued = PipelineRun.objects.create(stage="export", status="queued")
+    admin_client_role.post(reverse("review:pipeline_cancel", args=[queued.pk]))
+    queued.refresh_from_db()
+    assert queued.status == "cancelled" and queued.finished_at is not None
+
+
+@pytest.mark.django_db
+def test_a_stage_not_installed_yet_says_so(admin_client_role, settings):
+    run = RunFactory()
+    JudgeConfig.objects.create(provider="rules", model="rules-v1", prompt_version="v1")
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["judge"]), {
+        "run": run.pk, "provider": "rules", "model": "rules-v1", "prompt_version": "v1", "image_policy": "default"})
+    if response.status_code == 302:  # the judge stage has been merged: it started
+        assert PipelineRun.objects.filter(stage="judge").exists()
+    else:
+        assert response.status_code == 400 and "not installed" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_untrusted_text_is_escaped_on_the_pages(admin_client_role, settings):
+    episode = EpisodeFactory(task__task_id="tg-x-<script>1", has_rows=True, row_count=1, rows_jsonl="{}\n")
+    config = JudgeConfig.objects.create(provider="rules", model="m", prompt_version="v1")
+    episode.judgments.create(config=config, verdict="SUCCESS")
+    export = export_create(run=episode.run, source="judge", judge_config=config)
+    page = admin_client_role.get(export.get_absolute_url()).content.decode()
+    assert "tg-x-<script>1" not in page and "tg-x-&lt;script&gt;1" in page
+
+
+@pytest.mark.django_db
+def test_a_download_refuses_up_front_when_an_image_is_missing(admin_client_role, an_export):
+    shot = Screenshot.objects.get(episode__task__task_id="tg-beta-2")
+    blob_path(shot.blob).unlink()
+    response = admin_client_role.get(reverse("review:export_download", args=[an_export.pk]))
+    assert response.status_code == 409 and "missing" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_streamed_download_of_a_large_export_holds_memory_flat(admin_client_role, settings):
+    """~16 MB of row images streamed: the peak traced memory stays a small fraction of it."""
+    run = RunFactory()
+    config = JudgeConfig.objects.create(provider="rules", model="m", prompt_version="v1")
+    from taskgen.models import Blob
+
+    blobs = []
+    for i in range(16):
+        data = bytes([i]) * 8 + Path("/dev/urandom").open("rb").read(1_000_000)
+        blob = Blob.objects.create(sha256=f"{i:064x}", size=len(data))
+        blob_path(blob).parent.mkdir(parents=True, exist_ok=True)
+        blob_path(blob).write_bytes(data)
+        blobs.append(blob)
+    for n in range(16):
+        episode = EpisodeFactory(run=run, task__task_id=f"tg-big-{n}", has_rows=True, row_count=1,
+                                 rows_jsonl='{"row": 1}\n' * 1, episode_json="{}")
+        episode.judgments.create(config=config, verdict="SUCCESS")
+        Screenshot.objects.create(episode=episode, kind="row", step=0, name="step_0.png", blob=blobs[n])
+    export = export_create(run=run, source="judge", judge_config=config)
+    response = admin_client_role.get(reverse("review:export_download", args=[export.pk]))
+    tracemalloc.start()
+    total = 0
+    for chunk in response.streaming_content:
+        total += len(chunk)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert total > 16_000_000
+    assert peak < 4_000_000, f"peak {peak:,} bytes while streaming {total:,}"
+
+
+@pytest.mark.django_db
+def test_admin_imports_a_run_dir_from_the_data_root_and_watches_it_finish(admin_client_role, settings, monkeypatch,
+                                                                         django_capture_on_commit_callbacks):
+    monkeypatch.setattr("taskgen.tasks.pipeline.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
+    run_dir, tasks_file = write_run_dir(Path(settings.DATA_ROOT) / "fresh", HAND_TASKS)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client_role.post(reverse("review:pipeline_start", args=["import"]),
+                                          {"run_dir": "fresh/run", "tasks_file": "fresh/tasks.jsonl", "name": "fresh"})
+    pr = PipelineRun.objects.get()
+    assert response["Location"] == pr.get_absolute_url()
+    assert pr.status == "done" and pr.done == pr.total == len(HAND_TASKS) and pr.run.name == "fresh"
+    assert pr.run.episodes.count() == len(HAND_TASKS) and pr.result["episodes_added"] == len(HAND_TASKS)
+    page = admin_client_role.get(pr.get_absolute_url()).content.decode()
+    assert "No errors." in page and "fresh" in page
+
+
+@pytest.mark.django_db
+def test_the_django_admin_action_starts_an_export_of_human_rows(client, hand_run, settings):
+    from django.contrib.auth import get_user_model
+
+    from review.models import FinalLabel
+
+    FinalLabel.objects.create(episode=hand_run.episodes.get(task__task_id="tg-beta-1"), verdict="SUCCESS")
+    superuser = get_user_model().objects.create_superuser("root", "", "pw-for-tests")
+    client.force_login(superuser)
+    response = client.post(reverse("admin:taskgen_run_changelist"),
+                           {"action": "export_human_rows", "_selected_action": [hand_run.pk]})
+    assert response.status_code == 302
+    pr = PipelineRun.objects.get()
+    assert pr.stage == "export" and pr.params["source"] == "human" and pr.started_by == superuser
+    assert Path(pr.params["out_dir"]).is_relative_to(Path(settings.DATA_ROOT).resolve() / "exports")
+
+
+@pytest.mark.django_db
+def test_a_staff_user_without_the_admin_role_cannot_start_stages_from_the_django_admin(client, hand_run):
+    from django.contrib.auth.models import Permission
+
+    staff = UserFactory(username="staff", role="reviewer")
+    staff.is_staff = True
+    staff.save()
+    staff.user_permissions.add(*Permission.objects.filter(codename__in=["view_run", "change_run"]))
+    client.force_login(staff)
+    client.post(reverse("admin:taskgen_run_changelist"), {"action": "judge_runs", "_selected_action": [hand_run.pk]})
+    assert PipelineRun.objects.count() == 0
+
+
+@pytest.fixture
+def fake_judge_stage(monkeypatch):
+    """The judge stage's contract as a stand-in module (the real one lives on its own branch until merged)."""
+    import sys
+    import types
+
+    from taskgen.pipeline_runs import pipeline_run_create
+
+    calls = []
+    module = types.ModuleType("taskgen.stages.judge")
+
+    def judge_config_for(provider, model, prompt_version, image_policy):
+        return JudgeConfig.objects.get_or_create(provider=provider, model=model, prompt_version=prompt_version,
+                                                 image_policy=image_policy)[0]
+
+    def judge_start(*, run, config, user=None, batch=False):
+        calls.append({"run": run, "config": config, "user": user, "batch": batch})
+        return pipeline_run_create(stage="judge", params={"judge": config.key}, user=user, run=run)
+
+    module.judge_config_for, module.judge_start = judge_config_for, judge_start
+    monkeypatch.setitem(sys.modules, "taskgen.stages.judge", module)
+    return calls
+
+
+@pytest.mark.django_db
+def test_judge_starts_through_the_judge_stage_contract_and_resumes_by_starting_again(admin_client_role,
+                                                                                     fake_judge_stage):
+    run = RunFactory()
+    form = {"run": run.pk, "provider": "rules", "model": "rules-v1", "prompt_version": "v2",
+            "image_policy": "default", "batch": "on"}
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["judge"]), form)
+    first = PipelineRun.objects.get()
+    assert response["Location"] == first.get_absolute_url()
+    assert fake_judge_stage[0]["run"] == run and fake_judge_stage[0]["batch"] is True
+    assert fake_judge_stage[0]["config"].key == "rules:rules-v1:v2:default"
+    assert first.params["judge"] == "rules:rules-v1:v2:default" and first.params["started_with"]["run"] == run.pk
+
+    PipelineRun.objects.filter(pk=first.pk).update(status="failed")
+    response = admin_client_role.post(reverse("review:pipeline_resume", args=[first.pk]))
+    again = PipelineRun.objects.exclude(pk=first.pk).get()
+    assert response["Location"] == again.get_absolute_url() and again.params["resumed_from"] == first.pk
+    assert len(fake_judge_stage) == 2
+
+
+@pytest.mark.django_db
+def test_validate_runs_in_the_background_and_keeps_its_report(admin_client_role, monkeypatch,
+                                                              django_capture_on_commit_callbacks):
+    import sys
+    import types
+
+    module = types.ModuleType("taskgen.stages.validate")
+    report = types.SimpleNamespace(as_dict=lambda: {"precision": 0.9, "false_positives": [{"task_id": "t1"}]})
+    module.validate_compute = lambda *, runs, config, against, reviewer=None: report
+    monkeypatch.setitem(sys.modules, "taskgen.stages.validate", module)
+    monkeypatch.setattr("taskgen.tasks.pipeline.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
+    run, config = RunFactory(), JudgeConfig.objects.create(provider="rules", model="m", prompt_version="v1")
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client_role.post(reverse("review:pipeline_start", args=["validate"]),
+                               {"runs": [run.pk], "config": config.pk, "against": "verifier"})
+    pr = PipelineRun.objects.get()
+    assert pr.status == "done" and pr.result["precision"] == 0.9 and pr.params["runs"] == [run.pk]
