@@ -10,7 +10,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from taskgen.env import env_bool, env_int, env_path, env_secret, env_str
+from taskgen.env import env_bool, env_float, env_int, env_path, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("TASKGEN_VAR_DIR", BASE_DIR / "var")
@@ -85,8 +85,10 @@ def _database() -> dict:
     url = env_str("DATABASE_URL", "")
     if not url:
         VAR_DIR.mkdir(parents=True, exist_ok=True)
+        # The test database is a file, not memory, so a Celery worker started by a test can open it too.
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "db.sqlite3",
-                "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"}}
+                "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+                "TEST": {"NAME": str(VAR_DIR / "test_db.sqlite3")}}
     try:
         config = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0))
     except Exception as exc:  # dj-database-url raises several types for a bad URL
@@ -167,6 +169,13 @@ if JUDGE_PROVIDER not in {"gemini", "rules", "openai"}:
     raise ImproperlyConfigured(f"TASKGEN_JUDGE_PROVIDER={JUDGE_PROVIDER!r} is not one of gemini, rules, openai")
 JUDGE_RPM = env_int("TASKGEN_JUDGE_RPM", 600, minimum=1)
 JUDGE_PROMPT_FILE = env_str("TASKGEN_JUDGE_PROMPT_FILE", "")
+# Judge calls: timeout per call, retries of transient errors (429, 5xx, timeouts) with exponential backoff + jitter
+# (never sooner than the server's retry hint), and how screenshots are sent (see taskgen/stages/judge_images.py).
+JUDGE_TIMEOUT_SECONDS = env_float("TASKGEN_JUDGE_TIMEOUT", 120.0)
+JUDGE_MAX_ATTEMPTS = env_int("TASKGEN_JUDGE_MAX_ATTEMPTS", 5, minimum=1)
+JUDGE_RETRY_BASE_SECONDS = env_float("TASKGEN_JUDGE_RETRY_BASE", 1.0)
+JUDGE_RETRY_MAX_SECONDS = env_float("TASKGEN_JUDGE_RETRY_MAX", 30.0)
+JUDGE_IMAGE_POLICY = env_str("TASKGEN_JUDGE_IMAGE_POLICY", "default")
 # USD per million tokens: (input, output). Override with TASKGEN_PRICE_<MODEL>="in,out".
 MODEL_PRICES = {
     "gemini-3.5-flash": (0.30, 2.50),
