@@ -28,7 +28,12 @@ from PIL import Image
 
 DEFAULT_ANSWER = {"parts": [{"part": "the whole task", "done": True, "evidence": "fake server: all done"}],
                   "verdict": "SUCCESS"}
-_PATH = re.compile(r"^/v1beta/models/(?P<model>[^:/]+):generateContent$")
+_PATH = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):generateContent$")
+
+
+def inline_bytes(data: str) -> bytes:
+    """inlineData bytes; the SDK sends URL-safe base64, the REST docs show standard base64: accept both."""
+    return base64.b64decode(data.replace("-", "+").replace("_", "/"))
 
 
 def image_tokens(data: bytes) -> int:
@@ -49,7 +54,7 @@ def prompt_tokens(body: dict) -> tuple[int, int]:
             texts.append(part.get("text", ""))
             inline = part.get("inlineData")
             if inline:
-                images += image_tokens(base64.b64decode(inline["data"]))
+                images += image_tokens(inline_bytes(inline["data"]))
     return math.ceil(sum(len(t) for t in texts) / 4), images
 
 
@@ -112,7 +117,12 @@ class FakeGemini:
         time.sleep(self.stall if fault == "timeout" else self.latency)
         if fault in ("429", "503"):
             return self._send(handler, int(fault), self._error(int(fault)))
-        return self._send(handler, 200, self._response(body, fault))
+        try:
+            payload = self._response(body, fault)
+        except (ValueError, KeyError, OSError) as exc:  # an unreadable image, as Gemini would refuse it
+            bad = {"error": {"code": 400, "message": f"bad request: {exc}", "status": "INVALID_ARGUMENT"}}
+            return self._send(handler, 400, bad)
+        return self._send(handler, 200, payload)
 
     def _error(self, code: int) -> dict:
         status = "RESOURCE_EXHAUSTED" if code == 429 else "UNAVAILABLE"
