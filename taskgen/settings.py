@@ -86,8 +86,10 @@ def _database() -> dict:
     if not url:
         VAR_DIR.mkdir(parents=True, exist_ok=True)
         # The test database is a file, not memory, so a Celery worker started by a test can open it too.
+        # WAL with synchronous=NORMAL: web and worker processes share the file without an fsync per commit.
         return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "db.sqlite3",
-                "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+                "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE",
+                            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
                 "TEST": {"NAME": str(VAR_DIR / "test_db.sqlite3")}}
     try:
         config = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0))

@@ -73,15 +73,15 @@ def test_the_sdk_sends_the_reference_evidence_images_in_order_and_json_mode(db, 
     assert judgment.image_bytes > 0 and len(judgment.request_hash) == 64 and not judgment.inconsistent
 
 
-def test_default_image_policy_downscales_to_a_legible_jpeg_and_saves_tokens(db, fake_gemini):
+def test_default_image_policy_downscales_to_a_legible_webp_and_saves_tokens(db, fake_gemini):
     episode = shop_episode()
     add_screenshots(episode, steps=2)
     small = _judge(episode)
     full = _judge(episode, image_policy="full")
     sent = [r["body"]["contents"][0]["parts"][1]["inlineData"] for r in fake_gemini.requests]
     with Image.open(io.BytesIO(inline_bytes(sent[0]["data"]))) as image:
-        assert (image.format, max(image.size)) == ("JPEG", 1024)
-    assert (sent[0].get("mimeType") or sent[0].get("mime_type")) == "image/jpeg"
+        assert (image.format, max(image.size)) == ("WEBP", 1024)
+    assert (sent[0].get("mimeType") or sent[0].get("mime_type")) == "image/webp"
     assert (sent[1].get("mimeType") or sent[1].get("mime_type")) == "image/png"
     assert small.input_tokens < full.input_tokens  # bytes: see bench/judge.py (flat test images favour PNG)
 

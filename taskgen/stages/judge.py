@@ -7,6 +7,7 @@ judged again on the next pass, as the reference does.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -156,21 +157,25 @@ def _from_cache(request_hash: str) -> dict | None:
 
 def judgment_store(*, episode_id: int, config_id: int, fields: dict) -> Judgment:
     """Write a judgment unless a verdict is already stored (that one wins); the unique constraint is the last word."""
+    try:
+        with transaction.atomic():
+            return Judgment.objects.create(episode_id=episode_id, config_id=config_id, **fields)
+    except IntegrityError:
+        pass  # a row exists: an earlier "no verdict", or another worker's verdict stored meanwhile
     with transaction.atomic():
-        current = Judgment.objects.select_for_update().filter(episode_id=episode_id, config_id=config_id).first()
-        if current is not None and current.has_verdict:
+        current = Judgment.objects.select_for_update().get(episode_id=episode_id, config_id=config_id)
+        if current.has_verdict:
             return current
-        if current is not None:
-            for name, value in fields.items():
-                setattr(current, name, value)
-            current.save()
-            return current
-        try:
-            with transaction.atomic():
-                return Judgment.objects.create(episode_id=episode_id, config_id=config_id, **fields)
-        except IntegrityError:
-            pass  # another worker stored this judgment between our read and our insert
-    return judgment_store(episode_id=episode_id, config_id=config_id, fields=fields)
+        for name, value in fields.items():
+            setattr(current, name, value)
+        current.save()
+        return current
+
+
+@functools.lru_cache(maxsize=64)
+def _config(config_id: int) -> JudgeConfig:
+    """Judge configs never change once made, so a worker reads each one once."""
+    return JudgeConfig.objects.get(pk=config_id)
 
 
 def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | None = None) -> Judgment:
@@ -179,7 +184,7 @@ def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | Non
         verdict=Judgment.Verdict.NONE).first()
     if done is not None:
         return done
-    config = JudgeConfig.objects.get(pk=config_id)
+    config = _config(config_id)
     episode = Episode.objects.select_related("task").get(pk=episode_id)
     built = judge_request_build(episode=episode, config=config)
     fields = _from_cache(built.request_hash) or {**_ask(config, built), "source": "judge"}

@@ -33,15 +33,18 @@ def _take_redis(key: str, limit: int) -> bool:
 
 
 def _take_database(key: str, limit: int) -> bool:
-    if not JudgeRateWindow.objects.filter(key=key).exists():
-        try:
-            with transaction.atomic():
-                JudgeRateWindow.objects.create(key=key)
-            # A new minute: drop the windows of minutes long gone, so the table stays a few rows.
-            JudgeRateWindow.objects.filter(created_at__lt=timezone.now() - timedelta(minutes=5)).delete()
-        except IntegrityError:
-            pass  # another worker opened this minute's window first
-    return JudgeRateWindow.objects.filter(key=key, count__lt=limit).update(count=F("count") + 1) == 1
+    if JudgeRateWindow.objects.filter(key=key, count__lt=limit).update(count=F("count") + 1) == 1:
+        return True  # the common case: this minute's window exists and has room, one statement
+    if JudgeRateWindow.objects.filter(key=key).exists():
+        return False
+    try:
+        with transaction.atomic():
+            JudgeRateWindow.objects.create(key=key, count=1)
+    except IntegrityError:
+        return _take_database(key, limit)  # another worker opened this minute's window first
+    # A new minute: drop the windows of minutes long gone, so the table stays a few rows.
+    JudgeRateWindow.objects.filter(created_at__lt=timezone.now() - timedelta(minutes=5)).delete()
+    return True
 
 
 def rate_limit_acquire(*, model: str, per_minute: int | None = None, sleep: Callable[[float], None] = time.sleep,
