@@ -7,7 +7,6 @@ judged again on the next pass, as the reference does.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -172,19 +171,13 @@ def judgment_store(*, episode_id: int, config_id: int, fields: dict) -> Judgment
         return current
 
 
-@functools.lru_cache(maxsize=64)
-def _config(config_id: int) -> JudgeConfig:
-    """Judge configs never change once made, so a worker reads each one once."""
-    return JudgeConfig.objects.get(pk=config_id)
-
-
 def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | None = None) -> Judgment:
     """One episode's judgment under one config: the stored verdict if there is one, else judged now and stored."""
     done = Judgment.objects.filter(episode_id=episode_id, config_id=config_id).exclude(
         verdict=Judgment.Verdict.NONE).first()
     if done is not None:
         return done
-    config = _config(config_id)
+    config = JudgeConfig.objects.get(pk=config_id)
     episode = Episode.objects.select_related("task").get(pk=episode_id)
     built = judge_request_build(episode=episode, config=config)
     fields = _from_cache(built.request_hash) or {**_ask(config, built), "source": "judge"}
