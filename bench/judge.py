@@ -33,6 +33,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--shots", type=int, default=40, help="distinct screenshots shared by the episodes")
+    parser.add_argument("--processes", type=int, default=1, help="worker processes sharing the concurrent calls")
     parser.add_argument("--full-sample", type=int, default=100, help="episodes also judged with full-size PNGs")
     return parser.parse_args()
 
@@ -114,7 +115,7 @@ def _prepare_cost(blobs: list) -> float:
     return (time.process_time() - started) * 1000 / len(blobs)
 
 
-def _judge_all(ids: list[int], config_id: int, concurrency: int) -> tuple[float, float]:
+def _judge_slice(ids: list[int], config_id: int, threads: int) -> None:
     from django.db import connection
 
     from taskgen.stages.judge import judge_episode
@@ -125,10 +126,31 @@ def _judge_all(ids: list[int], config_id: int, concurrency: int) -> tuple[float,
         finally:
             connection.close()
 
-    wall, cpu = time.perf_counter(), time.process_time()
-    with ThreadPoolExecutor(concurrency) as pool:
+    with ThreadPoolExecutor(threads) as pool:
         list(pool.map(one, ids))
-    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _judge_all(ids: list[int], config_id: int, concurrency: int, processes: int) -> tuple[float, float]:
+    """Judge `ids` with `concurrency` calls in flight, split over worker processes as Celery would run them;
+    returns (wall seconds, CPU seconds of the judging processes)."""
+    import multiprocessing
+    import resource
+
+    from django.db import connections
+
+    connections.close_all()  # children must not share the parent's database connection
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_judge_slice, args=(ids[p::processes], config_id, concurrency // processes))
+               for p in range(processes)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return time.perf_counter() - wall, cpu
 
 
 def _per_episode(config) -> tuple[float, float]:
@@ -155,9 +177,9 @@ def main() -> None:
             ids, blobs = _make_episodes(args.episodes, args.shots)
             prepare_ms = _prepare_cost(blobs)
             default = judge_config_for("gemini", None, None, "default")
-            wall, cpu = _judge_all(ids, default.pk, args.concurrency)
+            wall, cpu = _judge_all(ids, default.pk, args.concurrency, args.processes)
             full = judge_config_for("gemini", None, None, "full")
-            _judge_all(ids[: args.full_sample], full.pk, args.concurrency)
+            _judge_all(ids[: args.full_sample], full.pk, args.concurrency, args.processes)
         finally:
             fake.terminate()
             fake.wait(10)
@@ -166,10 +188,12 @@ def main() -> None:
         bytes_default, tokens_default = _per_episode(default)
         bytes_full, tokens_full = _per_episode(full)
         text_tokens = _text_tokens(ids[0], default)
-        print(f"episodes judged          {judged} of {len(ids)} in {wall:.1f} s")
+        print(f"machine load average    {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a busy machine lowers "
+              f"throughput, not CPU per judgment)")
+        print(f"episodes judged          {judged} of {len(ids)} in {wall:.1f} s by {args.processes} processes")
         print(f"throughput               {len(ids) / wall:.1f} episodes/s; ideal {ideal:.1f}/s "
               f"({args.concurrency} concurrent / {args.latency} s); ratio {len(ids) / wall / ideal:.1%}")
-        print(f"app CPU per judgment     {cpu * 1000 / len(ids):.1f} ms (screenshots prepared; all threads)")
+        print(f"app CPU per judgment     {cpu * 1000 / len(ids):.1f} ms (screenshots prepared; all judging processes)")
         print(f"preparing a screenshot   {prepare_ms:.1f} ms CPU once per new screenshot (default policy)")
         print(f"image bytes per episode  default {bytes_default:,.0f} vs full-size PNG {bytes_full:,.0f} "
               f"({1 - bytes_default / bytes_full:.0%} fewer)")

@@ -82,6 +82,8 @@ class FakeGemini:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as Google's front end does: no new connection per call
+
             def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
                 fake._handle(self)
 
