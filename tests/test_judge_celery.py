@@ -5,6 +5,8 @@ The broker is settings.CELERY_BROKER_URL: Redis in CI, the embedded filesystem b
 """
 from __future__ import annotations
 
+import io
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
 
 from taskgen.celery import app as celery_app
@@ -126,3 +129,22 @@ def test_a_worker_killed_mid_call_is_redelivered_and_stored_once(fake_gemini, tm
     assert len(fake_gemini.requests) >= 2
     assert list(Judgment.objects.filter(episode=episode).values_list("verdict", flat=True)) == ["SUCCESS"]
     assert PipelineRun.objects.get(pk=pipeline_run.pk).done == 1
+
+
+def test_the_cli_judges_a_run_through_celery_and_prints_the_summary(fake_gemini, tmp_path):
+    run = RunFactory(name="sandbox-gemini")
+    for i in range(3):
+        shop_episode(run=run, instruction=f"Search for the red mug number {i} and add it")
+    _purge_judge_queue()
+    worker = _start_worker(fake_gemini, tmp_path / "worker.log", concurrency=2)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command("taskgen", "judge", "sandbox-gemini", "--provider", "gemini",
+                     "--write-dir", str(tmp_path / "judge"), stdout=out, stderr=err)
+    finally:
+        _stop_worker(worker)
+    summary = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert summary == {"episodes": 3, "success": 3, "rate": 1.0, "no_verdict": 0, "errors": 0,
+                       "judge": "gemini-3.5-flash"}
+    assert "queued 3 episodes" in err.getvalue() and "judged 3/3" in err.getvalue()
+    assert len(list((tmp_path / "judge").glob("*.json"))) == 3
