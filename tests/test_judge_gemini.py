@@ -12,6 +12,7 @@ from taskgen.stages.judge import JudgeError, episodes_to_judge, judge_config_for
 from taskgen.stages.judge_prompt import judge_prompt
 from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini, inline_bytes
 from tests.judge_helpers import (
+    DATA_CHANGES,
     EXPECTED_ACTIONS,
     EXPECTED_CHANGES,
     EXPECTED_REQUESTS,
@@ -173,3 +174,13 @@ def test_a_users_prompt_file_is_used_with_its_own_version(db, fake_gemini, setti
     body = fake_gemini.requests[0]["body"]
     assert body["systemInstruction"]["parts"][0]["text"] == "Be strict."
     assert body["contents"][0]["parts"][0]["text"].startswith("Goal: Search for the red mug")
+
+
+def test_model_output_is_escaped_on_the_episode_page(db, fake_gemini, viewer_client):
+    fake_gemini.answer = lambda body: {"parts": [{"part": "<script>alert(1)</script>", "done": True,
+                                                  "evidence": "<img src=x onerror=alert(2)>"}], "verdict": "SUCCESS"}
+    episode = shop_episode(data_changes=DATA_CHANGES[:1])  # see note in judge_helpers
+    _judge(episode)
+    page = viewer_client.get(episode.get_absolute_url()).content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page

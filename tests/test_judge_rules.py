@@ -15,7 +15,7 @@ from taskgen.stages.evidence import evidence_for_episode
 from taskgen.stages.judge import judge_config_for, judge_episode, judge_run_here
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import FakeGemini
-from tests.judge_helpers import add_screenshots, shop_episode
+from tests.judge_helpers import DATA_CHANGES, add_screenshots, shop_episode
 
 
 def _rules(episode) -> Judgment:
@@ -113,3 +113,11 @@ def test_cli_refuses_batch_clearly(db, capsys):
     RunFactory(name="big")
     with pytest.raises(SystemExit):
         _cli("big", "--provider", "rules", "--batch")
+
+
+def test_the_episode_page_shows_each_part_with_its_baseline_evidence(db, viewer_client):
+    episode = shop_episode(data_changes=DATA_CHANGES[:1])  # see note in judge_helpers
+    _rules(episode)
+    page = viewer_client.get(episode.get_absolute_url()).content.decode()
+    assert "rules:rules-v1" in page and "the site records the action" in page
+    assert LABEL in page and "request #2" in page
