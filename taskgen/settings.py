@@ -178,6 +178,7 @@ JUDGE_MAX_ATTEMPTS = env_int("TASKGEN_JUDGE_MAX_ATTEMPTS", 5, minimum=1)
 JUDGE_RETRY_BASE_SECONDS = env_float("TASKGEN_JUDGE_RETRY_BASE", 1.0)
 JUDGE_RETRY_MAX_SECONDS = env_float("TASKGEN_JUDGE_RETRY_MAX", 30.0)
 JUDGE_IMAGE_POLICY = env_str("TASKGEN_JUDGE_IMAGE_POLICY", "default")
+JUDGE_BATCH_POLL_SECONDS = env_int("TASKGEN_JUDGE_BATCH_POLL", 60, minimum=1)
 # USD per million tokens: (input, output). Override with TASKGEN_PRICE_<MODEL>="in,out".
 MODEL_PRICES = {
     "gemini-3.5-flash": (0.30, 2.50),

@@ -10,6 +10,8 @@ import json
 import time
 from pathlib import Path
 
+from django.conf import settings
+
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.providers import PROVIDER_NAMES
 from taskgen.stages.judge import (
@@ -38,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images", choices=sorted(POLICIES), default=None, help="image policy (default: default)")
     parser.add_argument("--workers", type=int, default=0,
                         help="judge here with N threads instead of queueing Celery tasks")
-    parser.add_argument("--batch", action="store_true", help="use Gemini's Batch API (not available yet)")
+    parser.add_argument("--batch", action="store_true",
+                        help="send the run as one Gemini Batch API job (half price; a worker polls it)")
     parser.add_argument("--write-dir", type=Path, default=None,
                         help="also write <task_id>.json per judged episode, in the reference judge format")
     parser.add_argument("--dry-run", action="store_true",
@@ -93,13 +96,13 @@ def run(options: dict, stdout, stderr) -> int:
         stderr.write(f"no run named {options['run']!r}: import it first (taskgen import) or see the runs page")
         return 2
     try:
-        if options["batch"]:
-            raise JudgeError("the Gemini Batch API is not available yet: judge without --batch")
+        if options["batch"] and (options["workers"] or (options["provider"] or settings.JUDGE_PROVIDER) != "gemini"):
+            raise JudgeError("--batch sends the run to Gemini's Batch API: use it with --provider gemini, no --workers")
         config = judge_config_for(options["provider"], options["model"], None, options["images"])
         if options["dry_run"]:
             return _dry_run(found, config, stdout)
         provider = config.provider
-        if options["workers"] or provider == "rules":
+        if (options["workers"] or provider == "rules") and not options["batch"]:
             stderr.write(f"judging {len(episodes_to_judge(run=found, config=config))} episodes of {found.name} "
                          f"with {config.key} in this process")
             pipeline_run = judge_run_here(run=found, config=config, workers=max(1, options["workers"]))

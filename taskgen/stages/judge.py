@@ -195,7 +195,9 @@ def episodes_to_judge(*, run: Run, config: JudgeConfig) -> list[int]:
 def judge_start(*, run: Run, config: JudgeConfig, user=None, batch: bool = False) -> PipelineRun:
     """Queue one Celery task per episode still without a verdict, tracked by a new PipelineRun."""
     if batch:
-        raise JudgeError("the Gemini Batch API is not available yet: judge without --batch")
+        from taskgen.stages.judge_batch import judge_batch_start
+
+        return judge_batch_start(run=run, config=config, user=user)
     from taskgen.tasks.judge import judge_episode_task
 
     ids = episodes_to_judge(run=run, config=config)

@@ -5,6 +5,8 @@ it, every request recorded, scripted faults, configurable latency.
     server.script(["429", "503", "ok"])           # one fault per incoming call, then normal answers
     server.requests[0]["body"]                    # the JSON the SDK sent
 
+Batch API: `models/M:batchGenerateContent` stores the inlined requests; `GET batches/N` says running
+`batch_polls` times, then answers every request (scripted faults apply per request, in order).
 Faults: "429" (RetryInfo hint of `retry_hint` seconds), "503", "timeout" (answers after `stall` seconds),
 "non_json", "fenced" (the JSON inside a ```json fence), "no_verdict" (JSON without a verdict), "ok".
 Token counts imitate Gemini's: a text token per 4 characters, 258 tokens per image up to 384 px, otherwise 258 per
@@ -29,6 +31,8 @@ from PIL import Image
 DEFAULT_ANSWER = {"parts": [{"part": "the whole task", "done": True, "evidence": "fake server: all done"}],
                   "verdict": "SUCCESS"}
 _PATH = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):generateContent$")
+_BATCH_CREATE = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):batchGenerateContent$")
+_BATCH_GET = re.compile(r"^/v1(?:beta)?/(?P<name>batches/[^:/?]+)$")
 
 
 def inline_bytes(data: str) -> bytes:
@@ -68,6 +72,9 @@ class FakeGemini:
         self._faults: deque[str] = deque()
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
+        self.batches: dict[str, dict] = {}  # name -> {"model", "requests", "polls_left", "state"}
+        self.batch_polls = 1  # GETs that still say "running" before a batch succeeds
+        self.batch_final_state = "BATCH_STATE_SUCCEEDED"
 
     @property
     def base_url(self) -> str:
@@ -86,6 +93,9 @@ class FakeGemini:
 
             def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
                 fake._handle(self)
+
+            def do_GET(self) -> None:  # noqa: N802
+                fake._handle_batch_get(self)
 
             def log_message(self, *args) -> None:
                 pass
@@ -113,6 +123,9 @@ class FakeGemini:
                   "headers": {k.lower(): v for k, v in handler.headers.items()}, "body": body, "at": time.time()}
         with self._lock:
             self.requests.append(record)
+        batch = _BATCH_CREATE.match(handler.path.split("?")[0])
+        if batch:
+            return self._send(handler, 200, self._batch_create(batch.group("model"), body))
         if not match:
             missing = {"error": {"code": 404, "message": "no such method", "status": "NOT_FOUND"}}
             return self._send(handler, 404, missing)
@@ -125,6 +138,42 @@ class FakeGemini:
             bad = {"error": {"code": 400, "message": f"bad request: {exc}", "status": "INVALID_ARGUMENT"}}
             return self._send(handler, 400, bad)
         return self._send(handler, 200, payload)
+
+    def _batch_create(self, model: str, body: dict) -> dict:
+        """Store the inlined requests; answered (with the scripted faults) when the batch is read as done."""
+        batch = body.get("batch") or {}
+        requests = ((batch.get("inputConfig") or {}).get("requests") or {}).get("requests") or []
+        with self._lock:
+            name = f"batches/fake-{len(self.batches) + 1}"
+            self.batches[name] = {"model": model, "requests": requests, "polls_left": self.batch_polls,
+                                  "display_name": batch.get("displayName", "")}
+        return self._batch_operation(name, "BATCH_STATE_PENDING")
+
+    def _batch_operation(self, name: str, state: str, output: dict | None = None) -> dict:
+        job = self.batches[name]
+        metadata = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+                    "model": f"models/{job['model']}", "displayName": job["display_name"], "state": state}
+        if output is not None:
+            metadata["output"] = output
+        return {"name": name, "metadata": metadata, "done": output is not None}
+
+    def _handle_batch_get(self, handler: BaseHTTPRequestHandler) -> None:
+        match = _BATCH_GET.match(handler.path.split("?")[0])
+        if not match or match.group("name") not in self.batches:
+            return self._send(handler, 404, {"error": {"code": 404, "message": "no such batch", "status": "NOT_FOUND"}})
+        name = match.group("name")
+        with self._lock:
+            job = self.batches[name]
+            job["polls_left"] -= 1
+            running = job["polls_left"] >= 0
+        if running:
+            return self._send(handler, 200, self._batch_operation(name, "BATCH_STATE_RUNNING"))
+        if self.batch_final_state != "BATCH_STATE_SUCCEEDED":
+            return self._send(handler, 200, self._batch_operation(name, self.batch_final_state))
+        answers = [{"response": self._response(item.get("request") or {}, self._next_fault()),
+                    "metadata": item.get("metadata") or {}} for item in job["requests"]]
+        output = {"inlinedResponses": {"inlinedResponses": answers}}
+        return self._send(handler, 200, self._batch_operation(name, "BATCH_STATE_SUCCEEDED", output))
 
     def _error(self, code: int) -> dict:
         status = "RESOURCE_EXHAUSTED" if code == 429 else "UNAVAILABLE"
