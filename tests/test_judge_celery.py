@@ -24,20 +24,43 @@ from taskgen.celery import app as celery_app
 from taskgen.models import Judgment, PipelineRun
 from taskgen.stages.judge import judge_config_for, judge_start
 from tests.factories import RunFactory
-from tests.fakes.gemini_server import FakeGemini
+from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini
 from tests.judge_helpers import shop_episode
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture
-def fake_gemini(settings):
+@pytest.fixture(scope="module")
+def shared_fake() -> FakeGemini:
     server = FakeGemini(latency=0.2).start()
-    settings.GEMINI_API_KEY = "test-key-not-real"
-    settings.GOOGLE_GEMINI_BASE_URL = server.base_url
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def worker(shared_fake, django_db_setup, django_db_blocker, tmp_path_factory):
+    """One real worker for the module (starting one costs seconds): prefork with one child process, queue `judge`.
+    One child, so the kill test knows which process holds the task."""
+    log_path = tmp_path_factory.mktemp("worker") / "worker.log"
+    with django_db_blocker.unblock():
+        _purge_judge_queue()
+        process = _start_worker(shared_fake, log_path, concurrency=1)
+    process.log_path = log_path
+    yield process
+    _stop_worker(process)
+
+
+@pytest.fixture
+def fake_gemini(shared_fake, worker, settings):
+    """The module's fake server, reset for each test, and this process pointed at it."""
+    shared_fake.latency, shared_fake.batch_polls, shared_fake.answer = 0.2, 1, lambda body: DEFAULT_ANSWER
+    shared_fake.requests.clear()
+    shared_fake.batches.clear()
+    settings.GEMINI_API_KEY = "test-key-not-real"
+    settings.GOOGLE_GEMINI_BASE_URL = shared_fake.base_url
+    settings.JUDGE_BATCH_POLL_SECONDS = 1
+    return shared_fake
 
 
 def _purge_judge_queue() -> None:
@@ -47,11 +70,12 @@ def _purge_judge_queue() -> None:
 
 
 def _start_worker(fake: FakeGemini, log_path: Path, concurrency: int) -> subprocess.Popen:
+    media = log_path.parent / "media"  # the worker tests' episodes have no screenshots: nothing is read from here
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.celery_worker_settings",
            "TASKGEN_WORKER_DB_NAME": str(connection.settings_dict["NAME"]),
-           "TASKGEN_MEDIA_ROOT": str(settings.MEDIA_ROOT), "GEMINI_API_KEY": "test-key-not-real",
+           "TASKGEN_MEDIA_ROOT": str(media), "GEMINI_API_KEY": "test-key-not-real",
            "GOOGLE_GEMINI_BASE_URL": fake.base_url, "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-           "TASKGEN_JUDGE_RETRY_BASE": "0.05", "TASKGEN_JUDGE_TIMEOUT": "20"}
+           "TASKGEN_JUDGE_RETRY_BASE": "0.05", "TASKGEN_JUDGE_TIMEOUT": "20", "TASKGEN_JUDGE_BATCH_POLL": "1"}
     command = [sys.executable, "-m", "celery", "-A", "taskgen", "worker", "-Q", "judge", "--pool", "prefork",
                "--concurrency", str(concurrency), "--loglevel", "INFO", "--without-heartbeat", "--without-mingle",
                "--without-gossip", "-n", f"judge-test-{uuid.uuid4().hex[:8]}@%h"]
@@ -91,41 +115,31 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in path.read_text().split()] if path.exists() else []
 
 
-def test_a_run_judged_twice_gets_one_judgment_per_episode(fake_gemini, tmp_path):
+def test_a_run_judged_twice_gets_one_judgment_per_episode(fake_gemini, worker):
     run = RunFactory()
     episodes = [shop_episode(run=run, instruction=f"Search for the red mug number {i} and add it") for i in range(6)]
     config = judge_config_for("gemini")
-    _purge_judge_queue()
     first = judge_start(run=run, config=config)
     second = judge_start(run=run, config=config)  # pressed twice: every episode is queued twice
     assert (first.total, second.total) == (6, 6)
-    worker = _start_worker(fake_gemini, tmp_path / "worker.log", concurrency=2)
-    try:
-        _wait_for(lambda: _finished(first, second), 90, "both passes", tmp_path / "worker.log")
-    finally:
-        _stop_worker(worker)
+    _wait_for(lambda: _finished(first, second), 90, "both passes", worker.log_path)
     assert Judgment.objects.filter(config=config).count() == 6
     assert set(Judgment.objects.values_list("episode_id", flat=True)) == {e.pk for e in episodes}
     assert all(PipelineRun.objects.get(pk=p.pk).done == 6 for p in (first, second))
     assert judge_start(run=run, config=config).total == 0  # a third pass has nothing left to judge
 
 
-def test_a_worker_killed_mid_call_is_redelivered_and_stored_once(fake_gemini, tmp_path):
+def test_a_worker_killed_mid_call_is_redelivered_and_stored_once(fake_gemini, worker):
     fake_gemini.latency = 4.0  # long enough to kill the worker process while the call is in flight
     run = RunFactory()
     episode = shop_episode(run=run)
     config = judge_config_for("gemini")
-    _purge_judge_queue()
     pipeline_run = judge_start(run=run, config=config)
-    worker = _start_worker(fake_gemini, tmp_path / "worker.log", concurrency=1)
-    try:
-        _wait_for(lambda: len(fake_gemini.requests) == 1, 60, "the first judge call", tmp_path / "worker.log")
-        [child] = _children(worker.pid)
-        fake_gemini.latency = 0.1
-        os.kill(child, signal.SIGKILL)
-        _wait_for(lambda: _finished(pipeline_run), 90, "the redelivered task", tmp_path / "worker.log")
-    finally:
-        _stop_worker(worker)
+    _wait_for(lambda: len(fake_gemini.requests) == 1, 60, "the first judge call", worker.log_path)
+    [child] = _children(worker.pid)
+    fake_gemini.latency = 0.1
+    os.kill(child, signal.SIGKILL)
+    _wait_for(lambda: _finished(pipeline_run), 90, "the redelivered task", worker.log_path)
     assert len(fake_gemini.requests) >= 2
     assert list(Judgment.objects.filter(episode=episode).values_list("verdict", flat=True)) == ["SUCCESS"]
     assert PipelineRun.objects.get(pk=pipeline_run.pk).done == 1
@@ -135,16 +149,23 @@ def test_the_cli_judges_a_run_through_celery_and_prints_the_summary(fake_gemini,
     run = RunFactory(name="sandbox-gemini")
     for i in range(3):
         shop_episode(run=run, instruction=f"Search for the red mug number {i} and add it")
-    _purge_judge_queue()
-    worker = _start_worker(fake_gemini, tmp_path / "worker.log", concurrency=2)
     out, err = io.StringIO(), io.StringIO()
-    try:
-        call_command("taskgen", "judge", "sandbox-gemini", "--provider", "gemini",
-                     "--write-dir", str(tmp_path / "judge"), stdout=out, stderr=err)
-    finally:
-        _stop_worker(worker)
+    call_command("taskgen", "judge", "sandbox-gemini", "--provider", "gemini",
+                 "--write-dir", str(tmp_path / "judge"), stdout=out, stderr=err)
     summary = json.loads(out.getvalue().strip().splitlines()[-1])
     assert summary == {"episodes": 3, "success": 3, "rate": 1.0, "no_verdict": 0, "errors": 0,
                        "judge": "gemini-3.5-flash"}
     assert "queued 3 episodes" in err.getvalue() and "judged 3/3" in err.getvalue()
     assert len(list((tmp_path / "judge").glob("*.json"))) == 3
+
+
+def test_the_cli_batch_option_is_polled_by_a_worker_until_collected(fake_gemini):
+    fake_gemini.batch_polls = 2
+    run = RunFactory(name="sandbox-batch")
+    for i in range(2):
+        shop_episode(run=run, instruction=f"Search for the red mug number {i} and add it")
+    out, err = io.StringIO(), io.StringIO()
+    call_command("taskgen", "judge", "sandbox-batch", "--provider", "gemini", "--batch", stdout=out, stderr=err)
+    assert json.loads(out.getvalue().strip().splitlines()[-1])["success"] == 2
+    assert len(fake_gemini.batches) == 1
+    assert set(Judgment.objects.values_list("source", flat=True)) == {"batch"}
