@@ -121,3 +121,21 @@ def test_the_episode_page_shows_each_part_with_its_baseline_evidence(db, viewer_
     page = viewer_client.get(episode.get_absolute_url()).content.decode()
     assert "rules:rules-v1" in page and "the site records the action" in page
     assert LABEL in page and "request #2" in page
+
+
+def test_failed_episodes_are_not_judged(db):
+    run = RunFactory()
+    shop_episode(run=run)
+    shop_episode(run=run, status="failed", failure_reason="browser crashed")
+    assert judge_run_here(run=run, config=judge_config_for("rules")).total == 1
+
+
+def test_write_dir_never_writes_outside_its_folder(db, tmp_path, settings):
+    settings.GEMINI_API_KEY = ""
+    run = RunFactory(name="odd-ids")
+    episode = shop_episode(run=run)
+    episode.task.task_id = "../escape"
+    episode.task.save()
+    _, err = _cli("odd-ids", "--provider", "rules", "--write-dir", str(tmp_path / "out"))
+    assert "skipped task id '../escape'" in err
+    assert not (tmp_path / "escape.json").exists() and list((tmp_path / "out").iterdir()) == []

@@ -78,14 +78,18 @@ def _wait(pipeline_run: PipelineRun, stderr) -> PipelineRun:
         time.sleep(POLL_SECONDS)
 
 
-def _write_dir(run: Run, config, out: Path) -> int:
+def _write_dir(run: Run, config, out: Path, stderr) -> int:
     """The reference writes only episodes with a verdict; one without is judged again next time."""
     out.mkdir(parents=True, exist_ok=True)
     judged = Judgment.objects.filter(config=config, episode__run=run).exclude(verdict=Judgment.Verdict.NONE)
     count = 0
     for judgment in judged.select_related("episode__task", "config"):
         record = judgment_reference_record(judgment)
-        (out / f"{record['task_id']}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
+        name = f"{record['task_id']}.json"
+        if "/" in name or "\\" in name or name.startswith("."):  # a task id is data: it must not pick the folder
+            stderr.write(f"skipped task id {record['task_id']!r}: not usable as a file name")
+            continue
+        (out / name).write_text(json.dumps(record, indent=1, ensure_ascii=False))
         count += 1
     return count
 
@@ -115,7 +119,7 @@ def run(options: dict, stdout, stderr) -> int:
         stderr.write(f"judge: {exc}")
         return 2
     if options["write_dir"]:
-        stderr.write(f"wrote {_write_dir(found, config, options['write_dir'])} files to {options['write_dir']}")
+        stderr.write(f"wrote {_write_dir(found, config, options['write_dir'], stderr)} files to {options['write_dir']}")
     summary = judge_summary(run=found, config=config, errors=pipeline_run.failed)
     stdout.write(json.dumps(summary))
     if pipeline_run.failed:

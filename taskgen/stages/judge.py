@@ -186,9 +186,11 @@ def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | Non
 
 
 def episodes_to_judge(*, run: Run, config: JudgeConfig) -> list[int]:
-    """Ids of the run's episodes with no verdict yet under `config` (no judgment, or one with verdict NONE)."""
+    """Ids of the run's recorded episodes with no verdict yet under `config` (no judgment, or one with verdict
+    NONE). Failed episodes (a harness error, no grade inputs) are skipped, as the reference skips them."""
     judged = Judgment.objects.filter(config=config, episode__run=run).exclude(verdict=Judgment.Verdict.NONE)
-    pending = run.episodes.exclude(pk__in=judged.values("episode_id")).order_by("task_order", "pk")
+    pending = (run.episodes.filter(status=Episode.Status.RECORDED).exclude(pk__in=judged.values("episode_id"))
+               .order_by("task_order", "pk"))
     return list(pending.values_list("pk", flat=True))
 
 
