@@ -134,9 +134,11 @@ _BROKER_SCHEMES = {"redis", "rediss", "amqp", "memory", "sqla+sqlite", "sqla+pos
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 if CELERY_BROKER_URL == "filesystem://":
     _queue_dir = VAR_DIR / "broker"
-    for _sub in ("queue", "processed"):
+    for _sub in ("queue", "processed", "control"):
         (_queue_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # kombu keeps its exchange tables in ./control by default: inside the checkout, where git sees them.
+        "control_folder": str(_queue_dir / "control"),
         "data_folder_in": str(_queue_dir / "queue"),
         "data_folder_out": str(_queue_dir / "queue"),
         "processed_folder": str(_queue_dir / "processed"),
