@@ -139,3 +139,10 @@ def test_write_dir_never_writes_outside_its_folder(db, tmp_path, settings):
     _, err = _cli("odd-ids", "--provider", "rules", "--write-dir", str(tmp_path / "out"))
     assert "skipped task id '../escape'" in err
     assert not (tmp_path / "escape.json").exists() and list((tmp_path / "out").iterdir()) == []
+
+
+def test_an_action_goal_that_only_searches_needs_no_write(db):
+    episode = shop_episode(instruction="Find support services jobs in Bentonville", request_log=[], data_changes=[],
+                           answer="There are 4 support services jobs in Bentonville.")
+    judgment = _rules(episode)
+    assert judgment.verdict == "SUCCESS" and len(judgment.parts) == 1

@@ -1,8 +1,9 @@
 """The offline baseline judge: deterministic rules over the backend evidence, not a model.
 
 It splits the goal into parts (at "and", "then", commas and semicolons) and counts a part as done when most of its
-key words appear in the session's requests, data changes or final answer; an action goal also needs a data change or
-a write request. Crude on purpose: it is what the app uses without an API key, and every verdict says so.
+key words appear in the session's requests, data changes or final answer; an action goal that changes something
+(add, book, send, delete, ...) also needs a data change or a write request. Crude on purpose: it is what the app
+uses without an API key, and every verdict says so.
 """
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ STOPWORDS = frozenset(
     "only also some one two can could would should will may might must please".split()
 )
 WRITE_METHODS = ("POST ", "PUT ", "PATCH ", "DELETE ")
+# Goals that change something on the site; an "action" task that only searches or browses needs no write.
+WRITE_VERB = re.compile(
+    r"\b(add|adds|added|book|buy|purchase|order|create|delete|remove|cancel|send|reply|forward|save|update|edit|"
+    r"change|set|rename|post|publish|submit|subscribe|unsubscribe|register|sign up|apply|rate|review|follow|"
+    r"archive|move|mark|schedule|reserve|pay|transfer|upload|write|compose|invite|assign|enable|disable)\b",
+    re.IGNORECASE)
 
 
 def goal_parts(instruction: str) -> list[str]:
@@ -67,7 +74,7 @@ def rules_verdict(evidence) -> dict:
     """The baseline's answer, in the judge's JSON shape."""
     sources = _sources(evidence)
     parts = [judge_part(p, sources) for p in goal_parts(evidence.instruction)]
-    if evidence.task_kind == "action":
+    if evidence.task_kind == "action" and WRITE_VERB.search(evidence.instruction or ""):
         parts.append(_write_part(evidence))
     verdict = "SUCCESS" if all(p["done"] for p in parts) else "NOT SUCCESS"
     return {"parts": parts, "verdict": verdict, "judge": LABEL}
