@@ -366,3 +366,14 @@ class Export(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("review:export_detail", args=[self.pk])
+
+
+class JudgeRateWindow(models.Model):
+    """Calls made to one model in one minute, shared by every worker (the rate limit when there is no Redis)."""
+
+    key = models.CharField(max_length=300, unique=True, help_text="<model>:<minute since the epoch>")
+    count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.count}"

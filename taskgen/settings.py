@@ -10,7 +10,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from taskgen.env import env_bool, env_int, env_path, env_secret, env_str
+from taskgen.env import env_bool, env_float, env_int, env_path, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("TASKGEN_VAR_DIR", BASE_DIR / "var")
@@ -140,6 +140,8 @@ if CELERY_BROKER_URL == "filesystem://":
     for _sub in ("queue", "processed", "control"):
         (_queue_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # kombu keeps its exchange tables in ./control by default: inside the checkout, where git sees them.
+        "control_folder": str(_queue_dir / "control"),
         "data_folder_in": str(_queue_dir / "queue"),
         "data_folder_out": str(_queue_dir / "queue"),
         "processed_folder": str(_queue_dir / "processed"),
@@ -176,6 +178,14 @@ if JUDGE_PROVIDER not in {"gemini", "rules", "openai"}:
     raise ImproperlyConfigured(f"TASKGEN_JUDGE_PROVIDER={JUDGE_PROVIDER!r} is not one of gemini, rules, openai")
 JUDGE_RPM = env_int("TASKGEN_JUDGE_RPM", 600, minimum=1)
 JUDGE_PROMPT_FILE = env_str("TASKGEN_JUDGE_PROMPT_FILE", "")
+# Judge calls: timeout per call, retries of transient errors (429, 5xx, timeouts) with exponential backoff + jitter
+# (never sooner than the server's retry hint), and how screenshots are sent (see taskgen/stages/judge_images.py).
+JUDGE_TIMEOUT_SECONDS = env_float("TASKGEN_JUDGE_TIMEOUT", 120.0)
+JUDGE_MAX_ATTEMPTS = env_int("TASKGEN_JUDGE_MAX_ATTEMPTS", 5, minimum=1)
+JUDGE_RETRY_BASE_SECONDS = env_float("TASKGEN_JUDGE_RETRY_BASE", 1.0)
+JUDGE_RETRY_MAX_SECONDS = env_float("TASKGEN_JUDGE_RETRY_MAX", 30.0)
+JUDGE_IMAGE_POLICY = env_str("TASKGEN_JUDGE_IMAGE_POLICY", "default")
+JUDGE_BATCH_POLL_SECONDS = env_int("TASKGEN_JUDGE_BATCH_POLL", 60, minimum=1)
 # USD per million tokens: (input, output). Override with TASKGEN_PRICE_<MODEL>="in,out".
 MODEL_PRICES = {
     "gemini-3.5-flash": (0.30, 2.50),

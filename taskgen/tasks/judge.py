@@ -1,1 +1,54 @@
-"""Celery tasks of the judge stage."""
+"""Celery tasks of the judge stage (queue `judge`): one task per episode, safe to run twice (late acks; the stored
+verdict and the judgment's unique constraint make a redelivered task a no-op or a single write)."""
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+
+from taskgen.pipeline_runs import pipeline_run_finish_if_complete, pipeline_run_is_cancelled, pipeline_run_step
+from taskgen.providers import ProviderError
+from taskgen.stages.judge import judge_episode
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name="taskgen.tasks.judge.judge_episode_task", acks_late=True, reject_on_worker_lost=True)
+def judge_episode_task(episode_id: int, config_id: int, pipeline_run_id: int | None = None) -> str | None:
+    """Judge one episode and count it on its PipelineRun; returns the verdict."""
+    if pipeline_run_is_cancelled(pipeline_run_id=pipeline_run_id):
+        return None
+    try:
+        verdict = judge_episode(episode_id=episode_id, config_id=config_id, pipeline_run_id=pipeline_run_id).verdict
+    except SoftTimeLimitExceeded:
+        pipeline_run_step(pipeline_run_id=pipeline_run_id, ok=False, error=f"episode {episode_id}: time limit")
+        verdict = None
+    except Exception as exc:  # counted on the run, so a pass ends with the reference's error count
+        log.exception("judging episode %s failed", episode_id)
+        pipeline_run_step(pipeline_run_id=pipeline_run_id, ok=False, error=f"episode {episode_id}: {exc}"[:2000])
+        verdict = None
+    else:
+        pipeline_run_step(pipeline_run_id=pipeline_run_id, ok=True)
+    pipeline_run_finish_if_complete(pipeline_run_id=pipeline_run_id)
+    return verdict
+
+
+@shared_task(name="taskgen.tasks.judge.judge_batch_poll_task", acks_late=True, reject_on_worker_lost=True)
+def judge_batch_poll_task(pipeline_run_id: int) -> bool:
+    """Collect a Gemini batch job if it is done, else look again after settings.JUDGE_BATCH_POLL_SECONDS."""
+    from django.conf import settings
+
+    from taskgen.stages.judge_batch import judge_batch_poll
+
+    if pipeline_run_is_cancelled(pipeline_run_id=pipeline_run_id):
+        return True
+    try:
+        done = judge_batch_poll(pipeline_run_id=pipeline_run_id)
+    except ProviderError as exc:
+        if not exc.transient:
+            raise
+        done = False  # the batch service is busy or down: the job is still there, look again later
+    if not done:
+        judge_batch_poll_task.apply_async((pipeline_run_id,), countdown=settings.JUDGE_BATCH_POLL_SECONDS)
+    return done

@@ -1,0 +1,54 @@
+"""The one call shape every provider answers."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ProviderImage:
+    """An image as sent: its bytes, MIME type, and where it came from (a screenshot name) for dry runs and logs."""
+
+    data: bytes
+    mime_type: str
+    label: str = ""
+
+
+@dataclass
+class ProviderRequest:
+    """One model call. `evidence` is for offline baselines that read the evidence itself instead of the prompt."""
+
+    model: str
+    system: str
+    prompt: str
+    images: list[ProviderImage] = field(default_factory=list)
+    json_mode: bool = True
+    evidence: Any = None
+
+
+@dataclass
+class ProviderResult:
+    """A model's answer text and what it cost."""
+
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: int = 0
+
+
+class ProviderError(Exception):
+    """A call that failed. `transient` errors (rate limit, server error, timeout) may succeed if tried again;
+    `retry_after` is the server's hint in seconds, when it gave one."""
+
+    def __init__(self, message: str, *, transient: bool, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.status = status
+        self.retry_after = retry_after
+
+
+class Provider(Protocol):
+    name: str
+
+    def complete(self, request: ProviderRequest) -> ProviderResult: ...

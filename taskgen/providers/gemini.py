@@ -1,0 +1,89 @@
+"""Gemini through the google-genai SDK. The base URL comes from settings.GOOGLE_GEMINI_BASE_URL (how tests reach a
+fake server on 127.0.0.1); the SDK's own retries are off because the judge stage retries with the server's hint."""
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import httpx2 as httpx  # the SDK 3.x sends through httpx2
+from django.conf import settings
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from taskgen.providers.base import ProviderError, ProviderRequest, ProviderResult
+
+TRANSIENT_STATUSES = {408, 429, 500, 502, 503, 504}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)s\s*$")
+_clients: dict[tuple, genai.Client] = {}
+_clients_lock = threading.Lock()
+
+
+def gemini_client() -> genai.Client:
+    """One SDK client per (key, base URL, timeout) per process: making one per call costs CPU for nothing."""
+    key = (settings.GEMINI_API_KEY, settings.GOOGLE_GEMINI_BASE_URL, settings.JUDGE_TIMEOUT_SECONDS)
+    with _clients_lock:
+        if key not in _clients:
+            if not settings.GEMINI_API_KEY:
+                raise ProviderError("GEMINI_API_KEY is not set: use the rules provider offline", transient=False)
+            options = types.HttpOptions(timeout=int(settings.JUDGE_TIMEOUT_SECONDS * 1000),
+                                        base_url=settings.GOOGLE_GEMINI_BASE_URL or None)
+            _clients[key] = genai.Client(api_key=settings.GEMINI_API_KEY, http_options=options)
+        return _clients[key]
+
+
+def retry_hint_seconds(error: genai_errors.APIError) -> float | None:
+    """The server's retry hint: google.rpc.RetryInfo's retryDelay ("12s") in the body, else a Retry-After header."""
+    body = error.details if isinstance(error.details, dict) else {}
+    for detail in (body.get("error") or {}).get("details") or []:
+        match = _DURATION.match(str(detail.get("retryDelay", ""))) if isinstance(detail, dict) else None
+        if match:
+            return float(match.group(1))
+    headers = getattr(error.response, "headers", None) or {}
+    try:
+        return float(headers.get("retry-after")) if headers.get("retry-after") else None
+    except ValueError:
+        return None
+
+
+def _config(request: ProviderRequest) -> types.GenerateContentConfig:
+    return types.GenerateContentConfig(
+        system_instruction=request.system,
+        temperature=0.0,
+        max_output_tokens=8192,
+        response_mime_type="application/json" if request.json_mode else None,
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),  # no tools: skip the SDK loop
+    )
+
+
+def _contents(request: ProviderRequest) -> list:
+    images = [types.Part.from_bytes(data=i.data, mime_type=i.mime_type) for i in request.images]
+    return [types.Part.from_text(text=request.prompt), *images]
+
+
+class GeminiProvider:
+    name = "gemini"
+
+    def complete(self, request: ProviderRequest) -> ProviderResult:
+        """One generateContent call; SDK and network failures come back as ProviderError."""
+        started = time.monotonic()
+        try:
+            response = gemini_client().models.generate_content(
+                model=request.model, contents=_contents(request), config=_config(request))
+        except genai_errors.APIError as exc:
+            raise ProviderError(f"gemini {exc.code}: {str(exc.message or exc)[:300]}",
+                                transient=exc.code in TRANSIENT_STATUSES, status=exc.code,
+                                retry_after=retry_hint_seconds(exc)) from exc
+        except httpx.TimeoutException as exc:
+            raise ProviderError(f"gemini timeout after {settings.JUDGE_TIMEOUT_SECONDS}s", transient=True) from exc
+        except httpx.TransportError as exc:
+            raise ProviderError(f"gemini unreachable: {type(exc).__name__}: {exc}", transient=True) from exc
+        usage = response.usage_metadata
+        output = (usage.candidates_token_count or 0) + (usage.thoughts_token_count or 0) if usage else 0
+        return ProviderResult(
+            text=response.text or "",
+            input_tokens=(usage.prompt_token_count or 0) if usage else 0,
+            output_tokens=output,
+            latency_ms=int((time.monotonic() - started) * 1000),
+        )

@@ -1,0 +1,231 @@
+"""A fake Gemini REST API on 127.0.0.1 for tests and the benchmark: `generateContent` as the google-genai SDK calls
+it, every request recorded, scripted faults, configurable latency.
+
+    server = FakeGemini(latency=0.3).start()      # server.base_url -> settings.GOOGLE_GEMINI_BASE_URL
+    server.script(["429", "503", "ok"])           # one fault per incoming call, then normal answers
+    server.requests[0]["body"]                    # the JSON the SDK sent
+
+Batch API: `models/M:batchGenerateContent` stores the inlined requests; `GET batches/N` says running
+`batch_polls` times, then answers every request (scripted faults apply per request, in order).
+Faults: "429" (RetryInfo hint of `retry_hint` seconds), "503", "timeout" (answers after `stall` seconds),
+"non_json", "fenced" (the JSON inside a ```json fence), "no_verdict" (JSON without a verdict), "ok".
+Token counts imitate Gemini's: a text token per 4 characters, 258 tokens per image up to 384 px, otherwise 258 per
+768x768 tile. Run it alone with `python -m tests.fakes.gemini_server --latency 0.3` (prints its base URL).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import json
+import math
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from PIL import Image
+
+DEFAULT_ANSWER = {"parts": [{"part": "the whole task", "done": True, "evidence": "fake server: all done"}],
+                  "verdict": "SUCCESS"}
+_PATH = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):generateContent$")
+_BATCH_CREATE = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):batchGenerateContent$")
+_BATCH_GET = re.compile(r"^/v1(?:beta)?/(?P<name>batches/[^:/?]+)$")
+
+
+def inline_bytes(data: str) -> bytes:
+    """inlineData bytes; the SDK sends URL-safe base64, the REST docs show standard base64: accept both."""
+    return base64.b64decode(data.replace("-", "+").replace("_", "/"))
+
+
+def image_tokens(data: bytes) -> int:
+    """Gemini's image cost: 258 tokens for a small image, else 258 per 768x768 tile."""
+    with Image.open(io.BytesIO(data)) as image:
+        width, height = image.size
+    if width <= 384 and height <= 384:
+        return 258
+    return 258 * math.ceil(width / 768) * math.ceil(height / 768)
+
+
+def prompt_tokens(body: dict) -> tuple[int, int]:
+    """(tokens of the text, tokens of the images) a request carries."""
+    texts = [p.get("text", "") for p in (body.get("systemInstruction") or {}).get("parts", [])]
+    images = 0
+    for content in body.get("contents", []):
+        for part in content.get("parts", []):
+            texts.append(part.get("text", ""))
+            inline = part.get("inlineData")
+            if inline:
+                images += image_tokens(inline_bytes(inline["data"]))
+    return math.ceil(sum(len(t) for t in texts) / 4), images
+
+
+class FakeGemini:
+    def __init__(self, *, latency: float = 0.0, retry_hint: float = 0.2, stall: float = 5.0,
+                 answer: Callable[[dict], dict] | None = None, count_images: bool = True) -> None:
+        self.latency, self.retry_hint, self.stall = latency, retry_hint, stall
+        self.answer = answer or (lambda body: DEFAULT_ANSWER)
+        self.count_images = count_images
+        self.requests: list[dict] = []
+        self._faults: deque[str] = deque()
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self.batches: dict[str, dict] = {}  # name -> {"model", "requests", "polls_left", "state"}
+        self.batch_polls = 1  # GETs that still say "running" before a batch succeeds
+        self.batch_final_state = "BATCH_STATE_SUCCEEDED"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def script(self, faults: list[str]) -> FakeGemini:
+        with self._lock:
+            self._faults.extend(faults)
+        return self
+
+    def start(self) -> FakeGemini:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as Google's front end does: no new connection per call
+
+            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+                fake._handle(self)
+
+            def do_GET(self) -> None:  # noqa: N802
+                fake._handle_batch_get(self)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def _next_fault(self) -> str:
+        with self._lock:
+            return self._faults.popleft() if self._faults else "ok"
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        raw = handler.rfile.read(int(handler.headers.get("content-length") or 0))
+        body = json.loads(raw or b"{}")
+        match = _PATH.match(handler.path.split("?")[0])
+        fault = self._next_fault()
+        record = {"path": handler.path, "model": match.group("model") if match else None, "fault": fault,
+                  "headers": {k.lower(): v for k, v in handler.headers.items()}, "body": body, "at": time.time()}
+        with self._lock:
+            self.requests.append(record)
+        batch = _BATCH_CREATE.match(handler.path.split("?")[0])
+        if batch:
+            return self._send(handler, 200, self._batch_create(batch.group("model"), body))
+        if not match:
+            missing = {"error": {"code": 404, "message": "no such method", "status": "NOT_FOUND"}}
+            return self._send(handler, 404, missing)
+        time.sleep(self.stall if fault == "timeout" else self.latency)
+        if fault in ("429", "503"):
+            return self._send(handler, int(fault), self._error(int(fault)))
+        try:
+            payload = self._response(body, fault)
+        except (ValueError, KeyError, OSError) as exc:  # an unreadable image, as Gemini would refuse it
+            bad = {"error": {"code": 400, "message": f"bad request: {exc}", "status": "INVALID_ARGUMENT"}}
+            return self._send(handler, 400, bad)
+        return self._send(handler, 200, payload)
+
+    def _batch_create(self, model: str, body: dict) -> dict:
+        """Store the inlined requests; answered (with the scripted faults) when the batch is read as done."""
+        batch = body.get("batch") or {}
+        requests = ((batch.get("inputConfig") or {}).get("requests") or {}).get("requests") or []
+        with self._lock:
+            name = f"batches/fake-{len(self.batches) + 1}"
+            self.batches[name] = {"model": model, "requests": requests, "polls_left": self.batch_polls,
+                                  "display_name": batch.get("displayName", "")}
+        return self._batch_operation(name, "BATCH_STATE_PENDING")
+
+    def _batch_operation(self, name: str, state: str, output: dict | None = None) -> dict:
+        job = self.batches[name]
+        metadata = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
+                    "model": f"models/{job['model']}", "displayName": job["display_name"], "state": state}
+        if output is not None:
+            metadata["output"] = output
+        return {"name": name, "metadata": metadata, "done": output is not None}
+
+    def _handle_batch_get(self, handler: BaseHTTPRequestHandler) -> None:
+        match = _BATCH_GET.match(handler.path.split("?")[0])
+        if not match or match.group("name") not in self.batches:
+            return self._send(handler, 404, {"error": {"code": 404, "message": "no such batch", "status": "NOT_FOUND"}})
+        name = match.group("name")
+        with self._lock:
+            job = self.batches[name]
+            job["polls_left"] -= 1
+            running = job["polls_left"] >= 0
+        if running:
+            return self._send(handler, 200, self._batch_operation(name, "BATCH_STATE_RUNNING"))
+        if self.batch_final_state != "BATCH_STATE_SUCCEEDED":
+            return self._send(handler, 200, self._batch_operation(name, self.batch_final_state))
+        answers = [{"response": self._response(item.get("request") or {}, self._next_fault()),
+                    "metadata": item.get("metadata") or {}} for item in job["requests"]]
+        output = {"inlinedResponses": {"inlinedResponses": answers}}
+        return self._send(handler, 200, self._batch_operation(name, "BATCH_STATE_SUCCEEDED", output))
+
+    def _error(self, code: int) -> dict:
+        status = "RESOURCE_EXHAUSTED" if code == 429 else "UNAVAILABLE"
+        details = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{self.retry_hint}s"}]
+        return {"error": {"code": code, "message": f"fake {status.lower()}", "status": status,
+                          "details": details if code == 429 else []}}
+
+    def _text(self, body: dict, fault: str) -> str:
+        answer = self.answer(body)
+        if fault == "non_json":
+            return "I think the agent did it, mostly."
+        if fault == "fenced":
+            return "Here is my judgment:\n```json\n" + json.dumps(answer) + "\n```"
+        if fault == "no_verdict":
+            return json.dumps({"parts": answer.get("parts", [])})
+        return json.dumps(answer)
+
+    def _response(self, body: dict, fault: str) -> dict:
+        text = self._text(body, fault)
+        text_tokens, image_tokens_ = prompt_tokens(body) if self.count_images else (0, 0)
+        out = math.ceil(len(text) / 4)
+        return {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP",
+                                "index": 0}],
+                "usageMetadata": {"promptTokenCount": text_tokens + image_tokens_, "candidatesTokenCount": out,
+                                  "totalTokenCount": text_tokens + image_tokens_ + out},
+                "modelVersion": "fake"}
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test): nothing to answer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.0)
+    args = parser.parse_args()
+    server = FakeGemini(latency=args.latency).start()
+    print(server.base_url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""The gemini judge through the real google-genai SDK against a fake Gemini server on 127.0.0.1."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from PIL import Image
+
+from taskgen.models import Judgment
+from taskgen.stages.judge import JudgeError, episodes_to_judge, judge_config_for, judge_episode
+from taskgen.stages.judge_prompt import judge_prompt
+from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini, inline_bytes
+from tests.judge_helpers import (
+    DATA_CHANGES,
+    EXPECTED_ACTIONS,
+    EXPECTED_CHANGES,
+    EXPECTED_REQUESTS,
+    FINAL_COLOUR,
+    add_screenshots,
+    shop_episode,
+    step_colour,
+)
+
+
+@pytest.fixture
+def fake_gemini(settings):
+    server = FakeGemini(retry_hint=0.3, stall=2.0).start()
+    settings.GEMINI_API_KEY = "test-key-not-real"
+    settings.GOOGLE_GEMINI_BASE_URL = server.base_url
+    settings.JUDGE_TIMEOUT_SECONDS = 0.5
+    settings.JUDGE_RETRY_BASE_SECONDS = 0.01
+    settings.JUDGE_RETRY_MAX_SECONDS = 0.05
+    settings.JUDGE_MAX_ATTEMPTS = 4
+    settings.REDIS_URL = ""  # the database rate limit; the Redis one is tested on its own
+    yield server
+    server.stop()
+
+
+def _judge(episode, **config) -> Judgment:
+    config = judge_config_for("gemini", config.get("model"), None, config.get("image_policy"))
+    return judge_episode(episode_id=episode.pk, config_id=config.pk)
+
+
+def _centre_colour(part: dict) -> tuple[int, ...]:
+    data = inline_bytes(part["inlineData"]["data"])
+    with Image.open(io.BytesIO(data)) as image:
+        return image.convert("RGB").getpixel((image.width // 2, image.height - 5))
+
+
+def _close(a, b) -> bool:
+    return all(abs(x - y) <= 12 for x, y in zip(a, b, strict=True))
+
+
+def test_the_sdk_sends_the_reference_evidence_images_in_order_and_json_mode(db, fake_gemini):
+    episode = shop_episode()
+    add_screenshots(episode, steps=12, size=(640, 400))
+    judgment = _judge(episode)
+    [sent] = fake_gemini.requests
+    assert sent["model"] == "gemini-3.5-flash" and sent["headers"]["x-goog-api-key"] == "test-key-not-real"
+    body = sent["body"]
+    assert body["generationConfig"]["responseMimeType"] == "application/json"
+    assert body["systemInstruction"]["parts"][0]["text"] == judge_prompt().system
+    parts = body["contents"][0]["parts"]
+    prompt = parts[0]["text"]
+    for line in EXPECTED_REQUESTS + EXPECTED_CHANGES + EXPECTED_ACTIONS + ["Added the red mug to the cart."]:
+        assert line in prompt
+    assert "\n".join(EXPECTED_REQUESTS) in prompt  # one line each, in log order
+    expected = [step_colour(s) for s in (0, 1, 5, 6, 7, 8, 9, 10, 11)] + [FINAL_COLOUR]
+    assert len(parts) == 11
+    assert all(_close(_centre_colour(p), c) for p, c in zip(parts[1:], expected, strict=True))
+    assert judgment.verdict == "SUCCESS" and judgment.parts == DEFAULT_ANSWER["parts"]
+    assert judgment.input_tokens > 0 and judgment.output_tokens > 0 and judgment.cost_usd > 0
+    assert judgment.image_bytes > 0 and len(judgment.request_hash) == 64 and not judgment.inconsistent
+
+
+def test_default_image_policy_downscales_to_a_legible_webp_and_saves_tokens(db, fake_gemini):
+    episode = shop_episode()
+    add_screenshots(episode, steps=2)
+    small = _judge(episode)
+    full = _judge(episode, image_policy="full")
+    sent = [r["body"]["contents"][0]["parts"][1]["inlineData"] for r in fake_gemini.requests]
+    with Image.open(io.BytesIO(inline_bytes(sent[0]["data"]))) as image:
+        assert (image.format, max(image.size)) == ("WEBP", 1024)
+    assert (sent[0].get("mimeType") or sent[0].get("mime_type")) == "image/webp"
+    assert (sent[1].get("mimeType") or sent[1].get("mime_type")) == "image/png"
+    assert small.input_tokens < full.input_tokens  # bytes: see bench/judge.py (flat test images favour PNG)
+
+
+def test_a_429_is_retried_no_sooner_than_the_servers_hint(db, fake_gemini):
+    fake_gemini.script(["429", "ok"])
+    judgment = _judge(shop_episode())
+    first, second = fake_gemini.requests
+    assert second["at"] - first["at"] >= 0.3
+    assert judgment.verdict == "SUCCESS"
+
+
+def test_a_503_and_a_timeout_are_retried(db, fake_gemini):
+    fake_gemini.script(["503", "timeout", "ok"])
+    judgment = _judge(shop_episode())
+    assert [r["fault"] for r in fake_gemini.requests] == ["503", "timeout", "ok"]
+    assert judgment.verdict == "SUCCESS" and judgment.error == ""
+
+
+def test_a_server_that_keeps_failing_leaves_no_verdict_with_the_error(db, fake_gemini):
+    fake_gemini.script(["503"] * 4)
+    judgment = _judge(shop_episode())
+    assert len(fake_gemini.requests) == 4
+    assert judgment.verdict == "NONE" and "503" in judgment.error
+
+
+def test_a_non_json_answer_is_stored_as_no_verdict_then_judged_again_next_pass(db, fake_gemini):
+    fake_gemini.script(["non_json"] * 3)
+    episode = shop_episode()
+    first = _judge(episode)
+    assert len(fake_gemini.requests) == 3  # asked again twice in the pass, as the reference does
+    assert first.verdict == "NONE" and first.raw_response == "I think the agent did it, mostly."
+    assert first.error == "answer is not JSON"
+    assert episodes_to_judge(run=episode.run, config=first.config) == [episode.pk]
+    second = _judge(episode)
+    assert (second.pk, second.verdict) == (first.pk, "SUCCESS")
+    assert Judgment.objects.filter(episode=episode).count() == 1
+    assert episodes_to_judge(run=episode.run, config=first.config) == []
+
+
+def test_a_fenced_json_answer_is_read(db, fake_gemini):
+    fake_gemini.script(["fenced"])
+    judgment = _judge(shop_episode())
+    assert judgment.verdict == "SUCCESS" and judgment.raw_response.startswith("Here is my judgment")
+
+
+def test_an_answer_without_a_verdict_keeps_its_parts_and_raw_text(db, fake_gemini):
+    fake_gemini.script(["no_verdict"] * 3)
+    judgment = _judge(shop_episode())
+    assert judgment.verdict == "NONE" and judgment.error == "answer has no verdict"
+    assert json.loads(judgment.raw_response) == {"parts": DEFAULT_ANSWER["parts"]}
+
+
+def test_success_with_a_part_not_done_is_flagged_inconsistent(db, fake_gemini):
+    fake_gemini.answer = lambda body: {"parts": [{"part": "add to cart", "done": False, "evidence": "no change"}],
+                                       "verdict": "SUCCESS"}
+    judgment = _judge(shop_episode())
+    assert judgment.verdict == "SUCCESS" and judgment.inconsistent
+
+
+def test_a_stored_verdict_is_never_asked_again(db, fake_gemini):
+    episode = shop_episode()
+    first = _judge(episode)
+    again = _judge(episode)
+    assert again.pk == first.pk and len(fake_gemini.requests) == 1
+
+
+def test_an_identical_request_is_answered_from_the_cache_at_no_cost(db, fake_gemini):
+    one, two = shop_episode(), shop_episode()  # the same goal and evidence in two runs
+    paid = _judge(one)
+    cached = _judge(two)
+    assert len(fake_gemini.requests) == 1
+    assert cached.request_hash == paid.request_hash and cached.source == "cache"
+    assert cached.verdict == paid.verdict and cached.cost_usd == 0 and paid.cost_usd > 0
+
+
+def test_gemini_without_a_key_is_refused_clearly(db, settings):
+    settings.GEMINI_API_KEY = ""
+    with pytest.raises(JudgeError, match="GEMINI_API_KEY"):
+        judge_config_for("gemini")
+
+
+def test_a_users_prompt_file_is_used_with_its_own_version(db, fake_gemini, settings, tmp_path):
+    mine = tmp_path / "my_judge.txt"
+    mine.write_text("version: lab-v7\n=== system ===\nBe strict.\n=== prompt ===\nGoal: $task\nAnswer: $answer\n")
+    settings.JUDGE_PROMPT_FILE = str(mine)
+    judgment = _judge(shop_episode())
+    assert judgment.config.prompt_version == "lab-v7"
+    body = fake_gemini.requests[0]["body"]
+    assert body["systemInstruction"]["parts"][0]["text"] == "Be strict."
+    assert body["contents"][0]["parts"][0]["text"].startswith("Goal: Search for the red mug")
+
+
+def test_model_output_is_escaped_on_the_episode_page(db, fake_gemini, viewer_client):
+    fake_gemini.answer = lambda body: {"parts": [{"part": "<script>alert(1)</script>", "done": True,
+                                                  "evidence": "<img src=x onerror=alert(2)>"}], "verdict": "SUCCESS"}
+    episode = shop_episode(data_changes=DATA_CHANGES[:1])  # see note in judge_helpers
+    _judge(episode)
+    page = viewer_client.get(episode.get_absolute_url()).content.decode()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
+    assert "&lt;img src=x onerror=alert(2)&gt;" in page

@@ -1,0 +1,148 @@
+"""The offline rules baseline and the `taskgen judge` command."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from taskgen.models import Judgment
+from taskgen.providers import ProviderRequest
+from taskgen.providers.rules import LABEL, RulesProvider, goal_parts
+from taskgen.stages.evidence import evidence_for_episode
+from taskgen.stages.judge import judge_config_for, judge_episode, judge_run_here
+from tests.factories import RunFactory
+from tests.fakes.gemini_server import FakeGemini
+from tests.judge_helpers import DATA_CHANGES, add_screenshots, shop_episode
+
+
+def _rules(episode) -> Judgment:
+    return judge_episode(episode_id=episode.pk, config_id=judge_config_for("rules").pk)
+
+
+def test_goal_parts_split_at_and_then_and_commas():
+    assert goal_parts("Search for the red mug and add it to the cart, then check out") == [
+        "Search for the red mug", "add it to the cart", "check out"]
+
+
+def test_rules_finds_each_parts_evidence_and_says_it_is_a_baseline(db):
+    judgment = _rules(shop_episode())
+    assert judgment.verdict == "SUCCESS" and judgment.config.provider == "rules"
+    assert [p["done"] for p in judgment.parts] == [True, True, True]
+    assert all(p["evidence"].startswith(LABEL) for p in judgment.parts)
+    assert "request #2" in judgment.parts[0]["evidence"]
+    assert json.loads(judgment.raw_response)["judge"] == LABEL
+    assert judgment.cost_usd == 0 and judgment.input_tokens == 0
+
+
+def test_an_action_goal_without_a_recorded_change_is_not_a_success(db):
+    episode = shop_episode(request_log=[], data_changes=[], answer="I added it.")
+    judgment = _rules(episode)
+    assert judgment.verdict == "NOT SUCCESS"
+    assert judgment.parts[-1] == {"part": "the site records the action", "done": False,
+                                  "evidence": f"{LABEL}: 0 data changes, 0 write requests"}
+
+
+def test_rules_is_deterministic(db):
+    episode = shop_episode()
+    request = ProviderRequest(model="rules-v1", system="", prompt="", evidence=evidence_for_episode(episode=episode))
+    answers = {RulesProvider().complete(request).text for _ in range(5)}
+    assert len(answers) == 1
+    other = shop_episode(run=RunFactory(name="b"))  # the same evidence in another run
+    assert _rules(episode).raw_response == _rules(other).raw_response == answers.pop()
+
+
+def test_judging_a_run_twice_judges_only_what_has_no_verdict(db):
+    run = RunFactory()
+    episodes = [shop_episode(run=run), shop_episode(run=run, request_log=[], data_changes=[], answer="")]
+    config = judge_config_for("rules")
+    first = judge_run_here(run=run, config=config)
+    second = judge_run_here(run=run, config=config)
+    assert (first.total, first.done, second.total) == (2, 2, 0)
+    assert Judgment.objects.filter(episode__in=episodes).count() == 2
+
+
+def _cli(*args) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    call_command("taskgen", "judge", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_cli_judges_offline_with_rules_and_writes_the_reference_files(db, tmp_path, settings):
+    settings.GEMINI_API_KEY = ""
+    settings.JUDGE_PROVIDER = "rules"
+    run = RunFactory(name="sandbox-run")
+    good = shop_episode(run=run)
+    shop_episode(run=run, request_log=[], data_changes=[], answer="")
+    out, err = _cli("sandbox-run", "--write-dir", str(tmp_path / "sandbox-run_judge"))
+    assert json.loads(out.strip().splitlines()[-1]) == {
+        "episodes": 2, "success": 1, "rate": 0.5, "no_verdict": 0, "errors": 0, "judge": "rules-v1"}
+    assert "judged 2/2" in err or "in this process" in err
+    record = json.loads((tmp_path / "sandbox-run_judge" / f"{good.task.task_id}.json").read_text())
+    assert set(record) == {"task_id", "predicted_label", "verdict", "response", "model"}
+    assert (record["predicted_label"], record["verdict"], record["model"]) == (1, True, "rules-v1")
+    assert len(list((tmp_path / "sandbox-run_judge").iterdir())) == 2
+
+
+def test_cli_dry_run_prints_each_request_and_calls_nothing(db, settings):
+    server = FakeGemini().start()
+    try:
+        settings.GEMINI_API_KEY, settings.GOOGLE_GEMINI_BASE_URL = "test-key", server.base_url
+        run = RunFactory(name="dry")
+        episode = shop_episode(run=run)
+        add_screenshots(episode, steps=2, size=(64, 40))
+        out, _ = _cli("dry", "--provider", "gemini", "--dry-run")
+    finally:
+        server.stop()
+    [line] = [json.loads(x) for x in out.strip().splitlines()]
+    assert set(line) == {"task_id", "system", "prompt", "images"} and line["task_id"] == episode.task.task_id
+    assert len(line["images"]) == 3 and all(Path(p).is_file() for p in line["images"])
+    assert "GET /sites/shop/search" in line["prompt"]
+    assert server.requests == [] and not Judgment.objects.exists()
+
+
+def test_cli_names_a_missing_run(db):
+    with pytest.raises(SystemExit) as exit_info:
+        _cli("no-such-run", "--provider", "rules")
+    assert exit_info.value.code == 2
+
+
+def test_cli_refuses_batch_clearly(db, capsys):
+    RunFactory(name="big")
+    with pytest.raises(SystemExit):
+        _cli("big", "--provider", "rules", "--batch")
+
+
+def test_the_episode_page_shows_each_part_with_its_baseline_evidence(db, viewer_client):
+    episode = shop_episode(data_changes=DATA_CHANGES[:1])  # see note in judge_helpers
+    _rules(episode)
+    page = viewer_client.get(episode.get_absolute_url()).content.decode()
+    assert "rules:rules-v1" in page and "the site records the action" in page
+    assert LABEL in page and "request #2" in page
+
+
+def test_failed_episodes_are_not_judged(db):
+    run = RunFactory()
+    shop_episode(run=run)
+    shop_episode(run=run, status="failed", failure_reason="browser crashed")
+    assert judge_run_here(run=run, config=judge_config_for("rules")).total == 1
+
+
+def test_write_dir_never_writes_outside_its_folder(db, tmp_path, settings):
+    settings.GEMINI_API_KEY = ""
+    run = RunFactory(name="odd-ids")
+    episode = shop_episode(run=run)
+    episode.task.task_id = "../escape"
+    episode.task.save()
+    _, err = _cli("odd-ids", "--provider", "rules", "--write-dir", str(tmp_path / "out"))
+    assert "skipped task id '../escape'" in err
+    assert not (tmp_path / "escape.json").exists() and list((tmp_path / "out").iterdir()) == []
+
+
+def test_an_action_goal_that_only_searches_needs_no_write(db):
+    episode = shop_episode(instruction="Find support services jobs in Bentonville", request_log=[], data_changes=[],
+                           answer="There are 4 support services jobs in Bentonville.")
+    judgment = _rules(episode)
+    assert judgment.verdict == "SUCCESS" and len(judgment.parts) == 1
