@@ -146,8 +146,6 @@ if CELERY_BROKER_URL == "filesystem://":
         "data_folder_out": str(_queue_dir / "queue"),
         "processed_folder": str(_queue_dir / "processed"),
         "store_processed": False,
-        # Without it kombu writes its control exchange files into the current directory.
-        "control_folder": str(_queue_dir / "control"),
     }
 elif CELERY_BROKER_URL.split("://", 1)[0] not in _BROKER_SCHEMES:
     raise ImproperlyConfigured(f"CELERY_BROKER_URL has an unsupported scheme: {CELERY_BROKER_URL.split('://', 1)[0]!r}")
