@@ -70,3 +70,34 @@ def test_the_command_reports_bad_input_and_exits_2(tmp_path):
                      stdout=StringIO(), stderr=err)
     assert exit_info.value.code == 2
     assert "cannot read the tasks file" in err.getvalue()
+
+
+def test_a_cancelled_attempt_resumes_only_the_episodes_without_an_outcome(tasks_file, monkeypatch,
+                                                                          django_capture_on_commit_callbacks):
+    from taskgen.stages.attempt import OUTCOMES, attempt_resume
+    from taskgen.tasks.attempt import attempt_episode_task
+
+    pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="r-resume", enqueue=False)
+    run_dir = attempt_run_dir_of(pipeline_run)
+    (run_dir / OUTCOMES / "sb-shop-001.json").write_text('{"task_id": "sb-shop-001"}')
+    PipelineRun.objects.filter(pk=pipeline_run.pk).update(status=PipelineRun.Status.CANCELLED)
+    queued = []
+    monkeypatch.setattr(attempt_episode_task, "delay", lambda run_id, task_id: queued.append((run_id, task_id)))
+    with django_capture_on_commit_callbacks(execute=True):
+        resumed = attempt_resume(pipeline_run=pipeline_run)
+    assert resumed.pk == pipeline_run.pk and resumed.status == PipelineRun.Status.QUEUED
+    assert queued == [(pipeline_run.pk, "sb-shop-002"), (pipeline_run.pk, "sb-shop-003")]
+
+
+def test_an_attempt_still_running_is_not_resumed(tasks_file):
+    from taskgen.stages.attempt import attempt_resume
+
+    pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="r-busy", enqueue=False)
+    with pytest.raises(AttemptError, match="only a failed or cancelled attempt"):
+        attempt_resume(pipeline_run=pipeline_run)
+
+
+def attempt_run_dir_of(pipeline_run):
+    from pathlib import Path
+
+    return Path(pipeline_run.params["run_dir"])

@@ -108,6 +108,27 @@ def attempt_start(*, tasks_file: Path, agent: str, name: str, mistakes: float = 
     return pipeline_run
 
 
+def attempt_resume(*, pipeline_run: PipelineRun, user=None) -> PipelineRun:
+    """Reopen a failed or cancelled attempt and queue only the episodes with no outcome yet (a crashed episode has
+    one: it is recorded as failed); with none left, import the run now."""
+    run_dir = Path(pipeline_run.params["run_dir"])
+    done = {p.stem for p in (run_dir / OUTCOMES).glob("*.json")}
+    todo = [t["task_id"] for t in attempt_tasks_read(tasks_file=run_dir / "tasks.jsonl") if t["task_id"] not in done]
+    resumable = [PipelineRun.Status.FAILED, PipelineRun.Status.CANCELLED]
+    status = PipelineRun.Status.QUEUED if todo else PipelineRun.Status.RUNNING
+    if not PipelineRun.objects.filter(pk=pipeline_run.pk, status__in=resumable).update(
+            status=status, finished_at=None):
+        raise AttemptError(f"only a failed or cancelled attempt can be resumed; this one is {pipeline_run.status}")
+    if todo:
+        from taskgen.tasks.attempt import attempt_episode_task
+
+        transaction.on_commit(lambda: [attempt_episode_task.delay(pipeline_run.pk, tid) for tid in todo])
+    else:
+        attempt_finish_if_complete(pipeline_run_id=pipeline_run.pk)
+    pipeline_run.refresh_from_db()
+    return pipeline_run
+
+
 def _load(pipeline_run_id: int) -> tuple[PipelineRun, Path]:
     pipeline_run = PipelineRun.objects.get(pk=pipeline_run_id)
     return pipeline_run, Path(pipeline_run.params["run_dir"])
