@@ -33,6 +33,7 @@ demo-data: migrate
 	$(PY) manage.py taskgen demo-setup
 	$(PY) manage.py taskgen demo-data
 	$(PY) manage.py taskgen demo-attempt
+	$(PY) manage.py taskgen demo-judge
 
 ## demo: set up, load demo data, start a Celery worker and the web server on http://$(HOST):$(PORT)/
 demo: chromium demo-data
