@@ -12,6 +12,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.cli._lookup import run_find
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.providers import PROVIDER_NAMES
 from taskgen.stages.judge import (
@@ -46,13 +47,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write <task_id>.json per judged episode, in the reference judge format")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the request per episode as JSON lines and call nothing")
-
-
-def _find_run(value: str) -> Run | None:
-    run = Run.objects.filter(name=value).first()
-    if run is None and value.isdigit():
-        run = Run.objects.filter(pk=int(value)).first()
-    return run
 
 
 def _dry_run(run: Run, config, stdout) -> int:
@@ -95,7 +89,7 @@ def _write_dir(run: Run, config, out: Path, stderr) -> int:
 
 
 def run(options: dict, stdout, stderr) -> int:
-    found = _find_run(options["run"])
+    found = run_find(options["run"])
     if found is None:
         stderr.write(f"no run named {options['run']!r}: import it first (taskgen import) or see the runs page")
         return 2

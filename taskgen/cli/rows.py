@@ -7,6 +7,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.cli._lookup import judge_config_find, run_find
 from taskgen.models import Export, JudgeConfig, Judgment, Run
 from taskgen.stages.exports import export_create
 from taskgen.stages.rows import ExportError, report_bytes
@@ -30,12 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def find_run(text: str) -> Run:
     """A run by name, id, or the path it was imported from."""
-    found = Run.objects.filter(name=text).first()
-    if found is None and text.isdigit():
-        found = Run.objects.filter(pk=int(text)).first()
-    if found is None:
-        candidates = {str(Path(text)), str(Path(text).resolve())}
-        found = Run.objects.filter(source_dir__in=candidates).order_by("-created_at").first()
+    found = run_find(text)
     if found is None:
         raise ExportError(f"no run named {text!r} (give a run's name, id, or the run dir it was imported from)")
     return found
@@ -44,8 +40,7 @@ def find_run(text: str) -> Run:
 def find_judge_config(text: str | None, run: Run) -> JudgeConfig:
     """The judge config named on the command line, or the only one that judged this run."""
     if text:
-        config = JudgeConfig.objects.filter(pk=int(text)).first() if text.isdigit() else None
-        config = config or next((c for c in JudgeConfig.objects.all() if c.key == text), None)
+        config = judge_config_find(text)
         if config is None:
             known = ", ".join(c.key for c in JudgeConfig.objects.all()) or "none"
             raise ExportError(f"no judge config {text!r}; known: {known}")

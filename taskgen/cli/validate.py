@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from taskgen.models import JudgeConfig, Run
+from taskgen.cli._lookup import judge_config_find, run_find
 from taskgen.stages.validate import ValidateError, ValidateReport, default_config, validate_compute
 
 NAME = "validate"
@@ -18,23 +18,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge", default=None,
                         help="judge config key provider:model:prompt:images, or its id (default: most used on the run)")
     parser.add_argument("--json", action="store_true", help="print the extra figures as one JSON object")
-
-
-def _find_run(name: str) -> Run | None:
-    run = Run.objects.filter(name=name).first()
-    return run or (Run.objects.filter(pk=int(name)).first() if name.isdigit() else None)
-
-
-def find_config(value: str) -> JudgeConfig | None:
-    """A config by its key (provider:model:prompt:images) or its id."""
-    if value.isdigit():
-        return JudgeConfig.objects.filter(pk=int(value)).first()
-    parts = value.split(":")
-    if len(parts) != 4:
-        return None
-    provider, model, prompt_version, image_policy = parts
-    return JudgeConfig.objects.filter(provider=provider, model=model, prompt_version=prompt_version,
-                                      image_policy=image_policy).first()
 
 
 def _text(report: ValidateReport) -> list[str]:
@@ -58,11 +41,11 @@ def _text(report: ValidateReport) -> list[str]:
 
 
 def run(options: dict, stdout, stderr) -> int:
-    run_row = _find_run(options["run"])
+    run_row = run_find(options["run"])
     if run_row is None:
         stderr.write(f"no run named {options['run']!r}: import it first (see `taskgen --help`)")
         return 2
-    config = find_config(options["judge"]) if options["judge"] else default_config(runs=[run_row])
+    config = judge_config_find(options["judge"]) if options["judge"] else default_config(runs=[run_row])
     if config is None:
         stderr.write(f"no judge config {options['judge']!r}" if options["judge"]
                      else f"run {run_row.name} has no judgments yet: judge it first")
