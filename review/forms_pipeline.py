@@ -5,6 +5,8 @@ from django import forms
 from django.conf import settings
 
 from taskgen.models import Export, JudgeConfig, Run
+from taskgen.stages.judge_images import POLICIES
+from taskgen.stages.judge_prompt import judge_prompt
 
 PATH_HELP = "A path under the data root ({root}); relative paths start there."
 
@@ -51,15 +53,24 @@ class AttemptForm(StageForm):
     limit = forms.IntegerField(label="At most this many tasks", required=False, min_value=1)
 
 
+def _prompt_versions() -> list[tuple[str, str]]:
+    version = judge_prompt().version
+    return [(version, version)]
+
+
 class JudgeForm(StageForm):
     stage, title = "judge", "Judge a run"
     explain = "Judges every episode of the run not yet judged with this config (provider, model, prompt, images)."
     run = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"))
-    provider = forms.ChoiceField(choices=[("gemini", "gemini"), ("openai", "openai-compatible"),
-                                          ("rules", "rules (offline baseline, not a model)")])
-    model = forms.CharField(max_length=200, initial=settings.JUDGE_MODEL)
-    prompt_version = forms.CharField(max_length=100, initial="v1")
-    image_policy = forms.CharField(max_length=100, initial="default")
+    provider = forms.ChoiceField(choices=[("rules", "rules (offline baseline, not a model)"), ("gemini", "gemini")],
+                                 initial=settings.JUDGE_PROVIDER,
+                                 help_text="gemini needs GEMINI_API_KEY; rules is a keyword heuristic.")
+    model = forms.CharField(max_length=200, initial=settings.JUDGE_MODEL, required=False,
+                            help_text="Gemini model name; the rules baseline has one model and ignores this.")
+    prompt_version = forms.ChoiceField(choices=_prompt_versions, label="Prompt version",
+                                       help_text="The prompt file in use (TASKGEN_JUDGE_PROMPT_FILE).")
+    image_policy = forms.ChoiceField(choices=[(name, name) for name in POLICIES], initial="default",
+                                     help_text="default: longest side 1,024 px; small: 768 px; full: as stored.")
     batch = forms.BooleanField(required=False, help_text="Use the provider's batch API (cheaper, slower).")
 
 

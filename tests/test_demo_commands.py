@@ -7,7 +7,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from taskgen.models import Judgment
+from taskgen.models import Judgment, PipelineRun
 from tests.factories import EpisodeFactory, RunFactory
 
 pytestmark = pytest.mark.django_db
@@ -32,6 +32,7 @@ def test_demo_judge_judges_every_run_once_with_the_rules_baseline():
     assert set(Judgment.objects.values_list("config__provider", flat=True)) == {"rules"}
     _call("demo-judge")
     assert Judgment.objects.count() == 3
+    assert PipelineRun.objects.filter(stage="judge").count() == 1  # nothing left to judge: no empty run
 
 
 def test_demo_judge_says_when_there_is_nothing_to_judge():

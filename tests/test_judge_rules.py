@@ -146,3 +146,13 @@ def test_an_action_goal_that_only_searches_needs_no_write(db):
                            answer="There are 4 support services jobs in Bentonville.")
     judgment = _rules(episode)
     assert judgment.verdict == "SUCCESS" and len(judgment.parts) == 1
+
+
+@pytest.mark.django_db
+def test_a_config_names_the_prompt_in_use_and_rules_ignores_a_model_name():
+    from taskgen.stages.judge import JudgeError
+
+    config = judge_config_for("rules", "gemini-3.5-flash", None, "full")
+    assert (config.model, config.image_policy) == ("rules-v1", "none")
+    with pytest.raises(JudgeError, match="prompt in use is version"):
+        judge_config_for("rules", None, "v0-not-loaded", None)

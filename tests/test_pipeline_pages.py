@@ -193,15 +193,13 @@ def test_cancel_only_applies_to_runs_in_progress(admin_client_role):
 
 
 @pytest.mark.django_db
-def test_a_stage_not_installed_yet_says_so(admin_client_role, settings):
-    run = RunFactory()
-    JudgeConfig.objects.create(provider="rules", model="rules-v1", prompt_version="v1")
+def test_judging_with_gemini_and_no_key_is_refused_with_a_reason(admin_client_role, settings):
+    settings.GEMINI_API_KEY = ""
     response = admin_client_role.post(reverse("review:pipeline_start", args=["judge"]), {
-        "run": run.pk, "provider": "rules", "model": "rules-v1", "prompt_version": "v1", "image_policy": "default"})
-    if response.status_code == 302:  # the judge stage has been merged: it started
-        assert PipelineRun.objects.filter(stage="judge").exists()
-    else:
-        assert response.status_code == 400 and "not installed" in response.content.decode()
+        "run": RunFactory().pk, "provider": "gemini", "model": "gemini-3.5-flash", "prompt_version": "judge-v1",
+        "image_policy": "default"})
+    assert response.status_code == 400 and "GEMINI_API_KEY" in response.content.decode()
+    assert not PipelineRun.objects.exists()
 
 
 @pytest.mark.django_db
@@ -299,48 +297,29 @@ def test_a_staff_user_without_the_admin_role_cannot_start_stages_from_the_django
     assert PipelineRun.objects.count() == 0
 
 
-@pytest.fixture
-def fake_judge_stage(monkeypatch):
-    """The judge stage's contract as a stand-in module (the real one lives on its own branch until merged)."""
-    import sys
-    import types
-
-    from taskgen.pipeline_runs import pipeline_run_create
-
-    calls = []
-    module = types.ModuleType("taskgen.stages.judge")
-
-    def judge_config_for(provider, model, prompt_version, image_policy):
-        return JudgeConfig.objects.get_or_create(provider=provider, model=model, prompt_version=prompt_version,
-                                                 image_policy=image_policy)[0]
-
-    def judge_start(*, run, config, user=None, batch=False):
-        calls.append({"run": run, "config": config, "user": user, "batch": batch})
-        return pipeline_run_create(stage="judge", params={"judge": config.key}, user=user, run=run)
-
-    module.judge_config_for, module.judge_start = judge_config_for, judge_start
-    monkeypatch.setitem(sys.modules, "taskgen.stages.judge", module)
-    return calls
-
-
 @pytest.mark.django_db
-def test_judge_starts_through_the_judge_stage_contract_and_resumes_by_starting_again(admin_client_role,
-                                                                                     fake_judge_stage):
+def test_judge_starts_from_the_page_finishes_and_resumes_by_starting_again(admin_client_role, monkeypatch,
+                                                                          django_capture_on_commit_callbacks):
+    from taskgen.stages.judge import judge_episode
+
+    monkeypatch.setattr("taskgen.tasks.judge.judge_episode_task.delay", lambda episode_id, config_id, run_id:
+                        judge_episode(episode_id=episode_id, config_id=config_id, pipeline_run_id=run_id))
     run = RunFactory()
-    form = {"run": run.pk, "provider": "rules", "model": "rules-v1", "prompt_version": "v2",
-            "image_policy": "default", "batch": "on"}
-    response = admin_client_role.post(reverse("review:pipeline_start", args=["judge"]), form)
+    EpisodeFactory.create_batch(2, run=run)
+    form = {"run": run.pk, "provider": "rules", "model": "ignored", "prompt_version": "judge-v1",
+            "image_policy": "default"}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client_role.post(reverse("review:pipeline_start", args=["judge"]), form)
     first = PipelineRun.objects.get()
     assert response["Location"] == first.get_absolute_url()
-    assert fake_judge_stage[0]["run"] == run and fake_judge_stage[0]["batch"] is True
-    assert fake_judge_stage[0]["config"].key == "rules:rules-v1:v2:default"
-    assert first.params["judge"] == "rules:rules-v1:v2:default" and first.params["started_with"]["run"] == run.pk
+    assert first.params["judge"] == "rules:rules-v1:judge-v1:none" and first.params["started_with"]["run"] == run.pk
+    assert run.episodes.filter(judgments__config__provider="rules").count() == 2
 
     PipelineRun.objects.filter(pk=first.pk).update(status="failed")
     response = admin_client_role.post(reverse("review:pipeline_resume", args=[first.pk]))
     again = PipelineRun.objects.exclude(pk=first.pk).get()
     assert response["Location"] == again.get_absolute_url() and again.params["resumed_from"] == first.pk
-    assert len(fake_judge_stage) == 2
+    assert again.total == 0  # both episodes already have a verdict: resuming judges nothing twice
 
 
 @pytest.mark.django_db

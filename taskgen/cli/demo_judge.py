@@ -6,7 +6,7 @@ import argparse
 import json
 
 from taskgen.models import Run
-from taskgen.stages.judge import judge_config_for, judge_run_here, judge_summary
+from taskgen.stages.judge import episodes_to_judge, judge_config_for, judge_run_here, judge_summary
 
 NAME = "demo-judge"
 HELP = "Judge every run's unjudged episodes with the rules baseline (offline; a heuristic, not a model)."
@@ -23,7 +23,9 @@ def run(options: dict, stdout, stderr) -> int:
         stdout.write("demo judge: no runs to judge yet")
         return 0
     for run in runs:
-        pipeline_run = judge_run_here(run=run, config=config, workers=options["workers"])
-        summary = judge_summary(run=run, config=config, errors=pipeline_run.failed)
+        errors = 0
+        if episodes_to_judge(run=run, config=config):  # a second `make demo` adds no empty judge runs
+            errors = judge_run_here(run=run, config=config, workers=options["workers"]).failed
+        summary = judge_summary(run=run, config=config, errors=errors)
         stdout.write(f"demo judge: {run.name}: {json.dumps(summary)}")
     return 0

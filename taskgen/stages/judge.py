@@ -58,11 +58,17 @@ def judge_config_for(provider: str | None = None, model: str | None = None, prom
         raise JudgeError(f"unknown judge provider {provider!r}: use gemini or rules")
     if provider == "gemini" and not settings.GEMINI_API_KEY:
         raise JudgeError("the gemini provider needs GEMINI_API_KEY (or GEMINI_API_KEY_FILE); use --provider rules")
-    model = model or (RULES_MODEL if provider == "rules" else settings.JUDGE_MODEL)
+    # The rules baseline has one model and sends no images, whatever a form or command line passed along.
+    model = RULES_MODEL if provider == "rules" else (model or settings.JUDGE_MODEL)
     policy = "none" if provider == "rules" else (image_policy or settings.JUDGE_IMAGE_POLICY)
     judge_images.image_policy(policy)  # fails loudly on an unknown policy name
+    in_use = judge_prompt().version
+    if prompt_version and prompt_version != in_use:
+        # A config names the prompt its verdicts came from; another label would make comparisons lie.
+        raise JudgeError(f"the judge prompt in use is version {in_use!r}, not {prompt_version!r}; "
+                         "point TASKGEN_JUDGE_PROMPT_FILE at the prompt file you mean")
     config, _ = JudgeConfig.objects.get_or_create(
-        provider=provider, model=model, prompt_version=prompt_version or judge_prompt().version, image_policy=policy)
+        provider=provider, model=model, prompt_version=in_use, image_policy=policy)
     return config
 
 
