@@ -5,11 +5,14 @@
 """
 from __future__ import annotations
 
+from functools import cache
+
 from taskgen.providers.base import Provider, ProviderError, ProviderImage, ProviderRequest, ProviderResult
 
 PROVIDER_NAMES = ("gemini", "rules")
 
 
+@cache  # one instance per process: an import statement per call made 16 judging threads queue on the import lock
 def provider_for(name: str) -> Provider:
     """The provider called `name`; ValueError names the ones there are."""
     if name == "gemini":

@@ -23,6 +23,9 @@ _clients_lock = threading.Lock()
 def gemini_client() -> genai.Client:
     """One SDK client per (key, base URL, timeout) per process: making one per call costs CPU for nothing."""
     key = (settings.GEMINI_API_KEY, settings.GOOGLE_GEMINI_BASE_URL, settings.JUDGE_TIMEOUT_SECONDS)
+    client = _clients.get(key)  # the common case takes no lock
+    if client is not None:
+        return client
     with _clients_lock:
         if key not in _clients:
             if not settings.GEMINI_API_KEY:
