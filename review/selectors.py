@@ -1,10 +1,9 @@
 """Reads that pages need, one function per query shape, so a page's query count does not grow with its rows."""
 from __future__ import annotations
 
-from django.db.models import Case, Count, IntegerField, Prefetch, Q, QuerySet, Value, When
-from django.shortcuts import get_object_or_404
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 
-from taskgen.models import Episode, Export, Judgment, PipelineRun, Run, Screenshot
+from taskgen.models import Episode, Export, PipelineRun, Run, Screenshot
 
 # Steps in numeric order, then the final screen; row images (training copies) are not the episode's evidence.
 _SCREEN_ORDER = Case(When(kind=Screenshot.Kind.STEP, then=Value(0)), default=Value(1), output_field=IntegerField())
@@ -33,15 +32,6 @@ def episode_screens() -> QuerySet[Screenshot]:
     """An episode's screens as the judge and a reviewer read them: steps by number, the final screen last."""
     return (Screenshot.objects.select_related("blob").exclude(kind=Screenshot.Kind.ROW)
             .annotate(screen_order=_SCREEN_ORDER).order_by("screen_order", "step", "id"))
-
-
-def episode_for_page(pk: int) -> Episode:
-    judgments = Judgment.objects.select_related("config").order_by("config__provider", "config__model")
-    queryset = Episode.objects.select_related("run", "task", "site", "verifier_result").prefetch_related(
-        Prefetch("screenshots", queryset=episode_screens(), to_attr="screens"),
-        Prefetch("judgments", queryset=judgments, to_attr="judgment_list"),
-    )
-    return get_object_or_404(queryset, pk=pk)
 
 
 def pipeline_runs() -> QuerySet[PipelineRun]:

@@ -13,6 +13,7 @@ from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 
 from review.models import Label, LabelChange
+from review.selectors import episode_screens
 from taskgen.models import Episode, Judgment, Screenshot
 
 # The paths the reference judge leaves out of its evidence: static files, the admin, favicons.
@@ -23,7 +24,7 @@ HIDDEN_BODY_KEYS = {"csrf_token", "csrfmiddlewaretoken"}
 def episode_for_workbench(pk: int, *, evidence: bool = True) -> Episode:
     """The episode with everything its page shows, in a fixed number of queries; `evidence=False` leaves out the
     screenshots and the large evidence fields (the label panel alone does not show them)."""
-    screenshots = Screenshot.objects.select_related("blob").exclude(kind=Screenshot.Kind.ROW).order_by("-kind", "step")
+    screenshots = episode_screens()
     judgments = Judgment.objects.select_related("config").order_by("config__provider", "config__model", "id")
     labels = Label.objects.select_related("reviewer").order_by("created_at", "id")
     changes = LabelChange.objects.select_related("changed_by", "label__reviewer").order_by("-changed_at", "-id")

@@ -1,4 +1,5 @@
-"""Browsing: the runs list, a run's episodes, the episode page, and screenshots (served to logged-in users only)."""
+"""Browsing: the runs list, a run's episodes, and screenshots (served to logged-in users only). The episode page is
+the review workbench, in review/views/episode.py."""
 from __future__ import annotations
 
 from django.core.paginator import Paginator
@@ -26,13 +27,6 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
     page = Paginator(selectors.run_episodes(run), 50).get_page(request.GET.get("page"))
     return render(request, "review/run_detail.html", {"run": run, "page": page})
-
-
-@require_GET
-@require_role(Role.VIEWER)
-def episode_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    episode = selectors.episode_for_page(pk)
-    return render(request, "review/episode_detail.html", {"episode": episode})
 
 
 def _serve_blob(path, content_type: str) -> FileResponse:

@@ -1,8 +1,8 @@
 """Every stage an admin can start from the app, behind one call: `stage_start(stage=..., params=..., user=...)`.
 
 Import, validate and export run here as our own Celery task (`taskgen.tasks.pipeline.stage_run`); attempt and judge
-queue their own work through their modules' start functions. Other stages' modules are looked up when a stage
-starts, not at import time, so the app runs (and says which stage is missing) before every branch is merged.
+queue their own work through their modules' start functions. Those modules are looked up when a stage starts,
+not when the web process imports this one: the attempt stage pulls in the browser harness, which pages never need.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ Stage = PipelineRun.Stage
 
 
 class StageUnavailable(RuntimeError):
-    """The stage's module is not part of this install yet."""
+    """The stage's module or function is not part of this install."""
 
 
 class StageCancelled(RuntimeError):
@@ -44,10 +44,10 @@ def stage_function(module: str, name: str) -> Callable:
     except ModuleNotFoundError as exc:
         if exc.name != module:
             raise  # a real import error inside the stage module must not be hidden
-        raise StageUnavailable(f"{module} is not installed on this server yet") from exc
+        raise StageUnavailable(f"{module} is not part of this install") from exc
     function = getattr(found, name, None)
     if function is None:
-        raise StageUnavailable(f"{module}.{name} is not installed on this server yet")
+        raise StageUnavailable(f"{module}.{name} is not part of this install")
     return function
 
 

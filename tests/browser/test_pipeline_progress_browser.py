@@ -1,42 +1,18 @@
 """The pipeline page in a real Chromium: the progress bar follows the run through htmx and stops polling at the end."""
 from __future__ import annotations
 
-import os
-import shutil
-
 import pytest
 
 from taskgen.models import PipelineRun
 from tests.factories import UserFactory
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
-
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def browser(monkeypatch):
-    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
-        if os.environ.get("TASKGEN_REQUIRE_BROWSER"):
-            pytest.fail(f"TASKGEN_REQUIRE_BROWSER is set but {CHROMIUM} is missing")
-        pytest.skip(f"{CHROMIUM} is not installed")
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an event loop on this thread; the ORM calls the test makes are still synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def admin_page(browser, live_server, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def admin_page(chromium_browser, live_server):
     UserFactory(username="ada", role="admin")
-    page = browser.new_page()
+    page = chromium_browser.new_page()
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("input[name=username]", "ada")
     page.fill("input[name=password]", "pw-for-tests")
