@@ -120,6 +120,14 @@ def _download_choices(request: HttpRequest) -> dict:
     return data
 
 
+def _download_report(request: HttpRequest, *, list_limit: int | None) -> tuple[dict, object]:
+    """The choices a download names and the report they give; ValidateError when the choices fall short."""
+    data = _download_choices(request)
+    report = validate_compute(runs=data["runs"], config=data["config"], against=data["against"],
+                              reviewer=data["reviewer"], list_limit=list_limit)
+    return data, report
+
+
 def _bad_request(error: ValidateError) -> HttpResponse:
     return HttpResponse(f"{error}\n", status=400, content_type="text/plain; charset=utf-8")
 
@@ -128,9 +136,7 @@ def _bad_request(error: ValidateError) -> HttpResponse:
 @require_role(Role.VIEWER)
 def validate_json(request: HttpRequest) -> HttpResponse:
     try:
-        data = _download_choices(request)
-        report = validate_compute(runs=data["runs"], config=data["config"], against=data["against"],
-                                  reviewer=data["reviewer"], list_limit=None)
+        data, report = _download_report(request, list_limit=None)
     except ValidateError as error:
         return _bad_request(error)
     body = {"reference": report.reference_line, **report.as_dict(),
@@ -161,9 +167,7 @@ def _csv_row(scope: str, name: str, figures: dict) -> list[str]:
 @require_role(Role.VIEWER)
 def validate_csv(request: HttpRequest) -> HttpResponse:
     try:
-        data = _download_choices(request)
-        report = validate_compute(runs=data["runs"], config=data["config"], against=data["against"],
-                                  reviewer=data["reviewer"], list_limit=0)
+        data, report = _download_report(request, list_limit=0)
     except ValidateError as error:
         return _bad_request(error)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
