@@ -49,23 +49,32 @@ def _int(value: str | None, default: int) -> int:
     return int(value) if str(value).isdigit() and len(str(value)) < 15 else default
 
 
-@require_POST
-@require_role(Role.REVIEWER)
-def queue_create(request: HttpRequest) -> HttpResponse:
+def _queue_options(request: HttpRequest, *, default_name: str) -> dict:
+    """What every queue form sets: name, who made it, K labels per episode, blind or not."""
     post = request.POST
-    common = {"name": post.get("name", ""), "user": request.user, "labels_needed": _int(post.get("labels_needed"), 1),
-              "blind": post.get("blind") == "on"}
-    config = _int(post.get("judge_config"), 0) or None
+    return {"name": post.get("name") or default_name, "user": request.user,
+            "labels_needed": _int(post.get("labels_needed"), 1), "blind": post.get("blind") == "on"}
+
+
+def _create_and_open(request: HttpRequest, create, **kwargs) -> HttpResponse:
+    """Make a queue with `create` and open it; a refused queue goes back to the list with the reason."""
     try:
-        if post.get("kind") == "sample":
-            queue = queue_create_sample(per_verdict=_int(post.get("per_verdict"), 0), judge_config_id=config,
-                                        filters=_filters_from(post), **common)
-        else:
-            queue = queue_create_from_filters(filters=_filters_from(post), judge_config_id=config, **common)
+        queue = create(**kwargs)
     except ReviewError as exc:
         messages.error(request, str(exc))
         return redirect("review:queue_list")
     return redirect(queue)
+
+
+@require_POST
+@require_role(Role.REVIEWER)
+def queue_create(request: HttpRequest) -> HttpResponse:
+    post = request.POST
+    common = {**_queue_options(request, default_name=""), "judge_config_id": _int(post.get("judge_config"), 0) or None,
+              "filters": _filters_from(post)}
+    if post.get("kind") == "sample":
+        return _create_and_open(request, queue_create_sample, per_verdict=_int(post.get("per_verdict"), 0), **common)
+    return _create_and_open(request, queue_create_from_filters, **common)
 
 
 @require_GET
@@ -83,14 +92,8 @@ def queue_from_episodes(request: HttpRequest) -> HttpResponse:
     validate page posts its false positives here."""
     raw = request.POST.getlist("episode_ids")
     ids = [_int(i.strip(), 0) for value in raw for i in value.split(",") if i.strip()]
-    try:
-        queue = queue_create_from_episodes(name=request.POST.get("name") or "Episodes to review", episode_ids=ids,
-                                           user=request.user, labels_needed=_int(request.POST.get("labels_needed"), 1),
-                                           blind=request.POST.get("blind") == "on")
-    except ReviewError as exc:
-        messages.error(request, str(exc))
-        return redirect("review:queue_list")
-    return redirect(queue)
+    return _create_and_open(request, queue_create_from_episodes, episode_ids=ids,
+                            **_queue_options(request, default_name="Episodes to review"))
 
 
 @require_GET
