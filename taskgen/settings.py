@@ -81,15 +81,21 @@ TEMPLATES = [
 ]
 
 
+# Every SQLite database gets these, however it was named (the default file or a sqlite:// DATABASE_URL, as a Celery
+# worker started by a test or a user gets): without them a second process's write fails at once with "database is
+# locked" instead of waiting its turn. IMMEDIATE takes the write lock when a transaction starts, so a transaction
+# that reads and then writes never has to upgrade its lock (SQLite refuses that upgrade without waiting); WAL lets
+# readers go on while one process writes; `timeout` is how long a writer waits for the lock.
+SQLITE_OPTIONS = {"timeout": 30, "transaction_mode": "IMMEDIATE",
+                  "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+
+
 def _database() -> dict:
     url = env_str("DATABASE_URL", "")
     if not url:
         VAR_DIR.mkdir(parents=True, exist_ok=True)
-        # WAL: the web server and a worker read while an import writes, and a commit needs no fsync of its own.
         # The test database is a file, not memory, so a Celery worker started by a test can open it too.
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "db.sqlite3",
-                "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE",
-                            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": VAR_DIR / "db.sqlite3", "OPTIONS": dict(SQLITE_OPTIONS),
                 "TEST": {"NAME": str(VAR_DIR / "test-db.sqlite3")}}
     try:
         config = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0))
@@ -97,6 +103,8 @@ def _database() -> dict:
         raise ImproperlyConfigured(f"DATABASE_URL is not a database URL this app understands: {exc}") from exc
     if not config.get("ENGINE"):
         raise ImproperlyConfigured("DATABASE_URL names no known database engine")
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
     return config
 
 
