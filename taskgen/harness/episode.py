@@ -65,17 +65,39 @@ def episode_run(*, task: dict, agent: Agent, base_url: str, max_steps: int = 20,
     return record
 
 
+class SiteServerErrors:
+    """The site's 5xx answers during an episode. A 5xx means the site may have dropped a write the agent made (a
+    database that was busy, a crash), so the episode's evidence cannot be trusted: the episode fails, loudly, with
+    the requests named, instead of being judged on a request log that is missing its writes."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/") + "/"
+        self.seen: list[str] = []
+
+    def __call__(self, response) -> None:  # Playwright's page "response" event
+        if response.status >= 500 and response.url.startswith(self.base_url):
+            self.seen.append(f"{response.request.method} {urlsplit(response.url).path} -> {response.status}")
+
+    def raise_if_any(self) -> None:
+        if self.seen:
+            raise HarnessError(f"the site failed to answer {'; '.join(self.seen[:5])}: a write may be lost, so the "
+                               "episode is not kept as recorded (see the worker's log for the site's error)")
+
+
 def _drive(record: EpisodeRecord, agent: Agent, token: str, base_url: str, max_steps: int, clock: _Clock) -> None:
     with clock.phase("browser"):
         context = browser_context(VIEWPORT)
         context.clear_cookies()
         context.add_cookies([{"name": COOKIE, "value": token, "url": base_url + "/"}])
         page = context.new_page()
+        server_errors = SiteServerErrors(base_url)
+        page.on("response", server_errors)
     try:
         with clock.phase("browser"):
             page.set_default_timeout(STEP_TIMEOUT_MS)
             page.goto(resolve_url(base_url, record.task.get("start_path") or "/"), wait_until="load")
-        _loop(record, agent, page, base_url, max_steps, clock)
+        server_errors.raise_if_any()
+        _loop(record, agent, page, base_url, max_steps, clock, server_errors)
         with clock.phase("browser"):
             record.final_shot = page.screenshot(type="png")
             record.seen.append(page.inner_text("body")[:TEXT_CAP])
@@ -84,7 +106,8 @@ def _drive(record: EpisodeRecord, agent: Agent, token: str, base_url: str, max_s
             page.close()
 
 
-def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: int, clock: _Clock) -> None:
+def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: int, clock: _Clock,
+          server_errors: SiteServerErrors) -> None:
     record.finished = "step_limit"
     deadline = time.monotonic() + settings.HARNESS_EPISODE_SECONDS
     for step in range(1, max_steps + 1):
@@ -105,6 +128,7 @@ def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: i
             return
         with clock.phase("browser"):
             _execute(record, page, base_url, name, params or {})
+        server_errors.raise_if_any()
 
 
 def _row(record: EpisodeRecord, obs: Observation, action: dict, step: int) -> dict:

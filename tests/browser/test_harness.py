@@ -156,3 +156,20 @@ def test_goto_scroll_back_and_select_are_run_and_recorded(chromium, live_server)
     assert record.actions[0] == {"goto": {"url": "/sites/booking/bookings/"}}
     assert [e["path"] for e in record.log][:2] == ["/sites/booking/", "/sites/booking/bookings/"]
     assert record.answer == "listed" and "Kraków" in record.seen[-1]
+
+
+def test_a_site_that_answers_500_fails_the_episode_loudly_instead_of_losing_the_write(chromium, live_server,
+                                                                                        monkeypatch):
+    """A sandbox write that could not be saved ("database is locked" once lost a shop order this way) answers 500:
+    the episode must fail with the request named, never be kept as recorded with the write missing."""
+    from django.db import OperationalError
+
+    from sandbox.state import SiteState
+
+    def locked(*args, **kwargs):
+        raise OperationalError("database is locked")
+
+    monkeypatch.setattr(SiteState, "_record", locked)
+    record = episode_run(task=_task("sb-booking-012"), agent=ScriptedAgent(), base_url=live_server.url)
+    assert record.finished == "error" and record.verifier is None
+    assert "POST /sites/booking/" in record.error and "500" in record.error, record.error
