@@ -1,4 +1,5 @@
-"""Django admin for labels; reviewers are added as users in the `reviewer` group (no invite needed)."""
+"""Django admin for the review side: labels and their history are read-only here; reviewers are added as users in
+the `reviewer` group (no invite needed)."""
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import User
@@ -6,17 +7,56 @@ from django.contrib.auth.models import User
 from review import models
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Shown, never written: labels and final labels change only through `review.services` (the label and
+    adjudication forms of the episode page), which keep their history and the final-label rule."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class LabelChangeInline(admin.TabularInline):
+    model = models.LabelChange
+    fields = ["changed_at", "changed_by", "before", "after"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(models.Label)
-class LabelAdmin(admin.ModelAdmin):
+class LabelAdmin(ReadOnlyAdmin):
     list_display = ["episode", "reviewer", "verdict", "updated_at"]
     list_filter = ["verdict"]
     raw_id_fields = ["episode"]
+    inlines = [LabelChangeInline]
+
+
+@admin.register(models.LabelChange)
+class LabelChangeAdmin(ReadOnlyAdmin):
+    list_display = ["label", "changed_by", "changed_at"]
 
 
 @admin.register(models.FinalLabel)
-class FinalLabelAdmin(admin.ModelAdmin):
+class FinalLabelAdmin(ReadOnlyAdmin):
     list_display = ["episode", "verdict", "adjudicated", "decided_by"]
     raw_id_fields = ["episode"]
+
+
+@admin.register(models.FinalLabelChange)
+class FinalLabelChangeAdmin(ReadOnlyAdmin):
+    list_display = ["episode", "changed_by", "changed_at"]
 
 
 @admin.register(models.Queue)

@@ -17,9 +17,13 @@ class LabelVerdict(models.TextChoices):
 
 
 class Label(models.Model):
-    """One reviewer's label of one episode; edits update it and add a LabelChange."""
+    """One reviewer's label of one episode; edits update it and add a LabelChange.
 
-    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="labels")
+    Labels are what money cannot rebuild: an episode (or run) with labels cannot be deleted (PROTECT), and a label
+    is only ever written by `review.services.label_set`, which keeps its history and the final label.
+    """
+
+    episode = models.ForeignKey(Episode, on_delete=models.PROTECT, related_name="labels")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="labels")
     verdict = models.CharField(max_length=12, choices=LabelVerdict.choices)
     part_overrides = models.JSONField(default=list, blank=True, help_text="indexes of judge parts marked wrong")
@@ -43,7 +47,7 @@ class Label(models.Model):
 class LabelChange(models.Model):
     """The audit log: who changed which label when, with the content before and after."""
 
-    label = models.ForeignKey(Label, on_delete=models.CASCADE, related_name="changes")
+    label = models.ForeignKey(Label, on_delete=models.PROTECT, related_name="changes")
     changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="label_changes")
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField()
@@ -59,11 +63,11 @@ class LabelChange(models.Model):
 class FinalLabel(models.Model):
     """The label validate and exports use: set by an adjudicator when reviewers disagree (or from a single label)."""
 
-    episode = models.OneToOneField(Episode, on_delete=models.CASCADE, related_name="final_label")
+    episode = models.OneToOneField(Episode, on_delete=models.PROTECT, related_name="final_label")
     verdict = models.CharField(max_length=12, choices=LabelVerdict.choices)
     reason = models.TextField(blank=True)
     adjudicated = models.BooleanField(default=False)
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT)
     decided_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -71,6 +75,24 @@ class FinalLabel(models.Model):
 
     def __str__(self) -> str:
         return f"{self.episode_id}:{self.verdict}"
+
+
+class FinalLabelChange(models.Model):
+    """The final label's history: every change of an episode's final label (by the agreement rule after a label, or by
+    an adjudication), with who caused it and the final label before and after (None: no final label)."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.PROTECT, related_name="final_label_changes")
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="final_label_changes")
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-changed_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.episode_id} @ {self.changed_at:%Y-%m-%d %H:%M}"
 
 
 class Queue(models.Model):

@@ -1,15 +1,21 @@
 """Writes of the review side: labels (with their audit log and the final label), adjudication, queues, reservations.
 
-The final human label (FinalLabel) is what validate and exports read. The rule, kept by `label_set` and
-`final_label_adjudicate`:
+The final human label (FinalLabel) is what validate and exports read. The rule, `final_verdict_of_labels`, kept by
+`label_set` and `final_label_adjudicate`:
 
 - an adjudicated final label (an adjudicator's decision, with a reason) stands until an adjudicator changes it;
 - otherwise, when every label of the episode has the same verdict (one label, or all agreeing), the final label
   follows that verdict (adjudicated=False) - an all-UNSURE episode gets final verdict UNSURE, which is no decision;
 - when labels disagree, the episode has no final label until an adjudicator decides.
+
+Every write to an episode's labels or final label first locks the episode's row (a row that always exists), then
+reads the labels as committed and writes. Two reviewers posting at the same moment therefore take turns, and the
+second one sees the first one's label when it recomputes the final label: the final label is the rule applied to the
+labels in the database after any interleaving of posts, edits and adjudications.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 
 from django.conf import settings
@@ -17,7 +23,16 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from review import queues
-from review.models import FinalLabel, Label, LabelChange, LabelVerdict, Queue, QueueMember, Reservation
+from review.models import (
+    FinalLabel,
+    FinalLabelChange,
+    Label,
+    LabelChange,
+    LabelVerdict,
+    Queue,
+    QueueMember,
+    Reservation,
+)
 from taskgen.models import Episode, JudgeConfig, Judgment
 
 
@@ -34,22 +49,51 @@ def _clean_tags(tags: list[str]) -> list[str]:
     return seen
 
 
-def final_label_sync(*, episode: Episode) -> FinalLabel | None:
-    """Bring the episode's final label in line with its labels (see the module docstring for the rule)."""
-    final = FinalLabel.objects.select_for_update().filter(episode=episode).first()
+def final_verdict_of_labels(verdicts: Iterable[str]) -> str | None:
+    """The final-label rule without an adjudication: the labels' verdict when they all agree, else none."""
+    distinct = set(verdicts)
+    return distinct.pop() if len(distinct) == 1 else None
+
+
+def _episode_lock(episode_id: int) -> None:
+    """Lock the episode's row for the rest of the transaction: every label write of one episode takes turns here.
+
+    (On SQLite, whose transactions take the database's write lock when they begin, writers take turns anyway.)
+    """
+    if not Episode.objects.select_for_update().filter(pk=episode_id).exists():
+        raise ReviewError(f"episode {episode_id} no longer exists")
+
+
+def _final_label_record(final: FinalLabel | None) -> dict | None:
+    if final is None:
+        return None
+    return {"verdict": final.verdict, "adjudicated": final.adjudicated, "reason": final.reason,
+            "decided_by": final.decided_by.get_username() if final.decided_by_id else None}
+
+
+def _final_label_log(*, episode: Episode, before: dict | None, final: FinalLabel | None, user) -> None:
+    after = _final_label_record(final)
+    if before != after:
+        FinalLabelChange.objects.create(episode=episode, changed_by=user, before=before, after=after)
+
+
+def final_label_sync(*, episode: Episode, user=None) -> FinalLabel | None:
+    """Bring the episode's final label in line with its committed labels (the caller holds the episode's lock)."""
+    final = FinalLabel.objects.select_related("decided_by").filter(episode=episode).first()
     if final and final.adjudicated:
         return final
-    verdicts = set(Label.objects.filter(episode=episode).values_list("verdict", flat=True))
-    if len(verdicts) != 1:
+    before = _final_label_record(final)
+    verdict = final_verdict_of_labels(Label.objects.filter(episode=episode).values_list("verdict", flat=True))
+    if verdict is None:
         if final:
             final.delete()
-        return None
-    verdict = verdicts.pop()
-    if final is None:
-        return FinalLabel.objects.create(episode=episode, verdict=verdict)
-    if final.verdict != verdict:
+        final = None
+    elif final is None:
+        final = FinalLabel.objects.create(episode=episode, verdict=verdict)
+    elif final.verdict != verdict:
         final.verdict = verdict
         final.save(update_fields=["verdict", "decided_at"])
+    _final_label_log(episode=episode, before=before, final=final, user=user)
     return final
 
 
@@ -65,7 +109,8 @@ def label_set(*, episode: Episode, reviewer, verdict: str, part_overrides: list[
         raise ReviewError(f"unknown verdict {verdict!r}: use one of {', '.join(LabelVerdict.values)}")
     after = {"verdict": verdict, "part_overrides": sorted({int(i) for i in part_overrides or []}),
              "note": note.strip(), "tags": _clean_tags(tags or [])}
-    label = Label.objects.select_for_update().filter(episode=episode, reviewer=reviewer).first()
+    _episode_lock(episode.pk)
+    label = Label.objects.filter(episode=episode, reviewer=reviewer).first()
     before = label.as_record() if label else None
     if before == after:
         return label
@@ -75,22 +120,26 @@ def label_set(*, episode: Episode, reviewer, verdict: str, part_overrides: list[
         setattr(label, field, value)
     label.save()
     LabelChange.objects.create(label=label, changed_by=reviewer, before=before, after=after)
-    final_label_sync(episode=episode)
+    final_label_sync(episode=episode, user=reviewer)
     Reservation.objects.filter(episode=episode, reviewer=reviewer).delete()
     return label
 
 
 @transaction.atomic
 def final_label_adjudicate(*, episode: Episode, adjudicator, verdict: str, reason: str) -> FinalLabel:
-    """An adjudicator settles the episode's final label; the reason is required and kept."""
+    """An adjudicator settles the episode's final label; the reason is required and kept, with the decision's
+    history."""
     if verdict not in LabelVerdict.values:
         raise ReviewError(f"unknown verdict {verdict!r}")
     if not reason.strip():
         raise ReviewError("say why: an adjudication needs a reason")
+    _episode_lock(episode.pk)
+    before = _final_label_record(FinalLabel.objects.select_related("decided_by").filter(episode=episode).first())
     final, _ = FinalLabel.objects.update_or_create(
         episode=episode,
         defaults={"verdict": verdict, "reason": reason.strip(), "adjudicated": True, "decided_by": adjudicator},
     )
+    _final_label_log(episode=episode, before=before, final=final, user=adjudicator)
     return final
 
 

@@ -73,3 +73,59 @@ def test_adjudication_needs_a_reason():
     with pytest.raises(ReviewError, match="reason"):
         final_label_adjudicate(episode=episode, adjudicator=UserFactory(), verdict="SUCCESS", reason="  ")
     assert not FinalLabel.objects.exists()
+
+
+def _superuser_client():
+    from django.test import Client
+
+    admin = UserFactory(username="root-admin")
+    admin.is_superuser = admin.is_staff = True
+    admin.save()
+    client = Client()
+    client.force_login(admin)
+    return client
+
+
+def test_labels_and_final_labels_are_read_only_in_the_django_admin():
+    """An admin edit once changed a label with no history entry and no final-label rule: the admin only shows them."""
+    episode, alice = EpisodeFactory(), UserFactory(role="reviewer")
+    label = label_set(episode=episode, reviewer=alice, verdict="SUCCESS")
+    client = _superuser_client()
+    assert client.get("/admin/review/label/").status_code == 200
+    assert client.get(f"/admin/review/label/{label.pk}/change/").status_code == 200  # shown, with its history
+    edit = client.post(f"/admin/review/label/{label.pk}/change/", {"episode": episode.pk, "reviewer": alice.pk,
+                                                                   "verdict": "NOT SUCCESS", "part_overrides": "[]",
+                                                                   "tags": "[]"})
+    assert edit.status_code == 403
+    final = FinalLabel.objects.get(episode=episode)
+    for url in ["/admin/review/label/add/", f"/admin/review/label/{label.pk}/delete/",
+                f"/admin/review/finallabel/{final.pk}/delete/", "/admin/review/finallabel/add/",
+                "/admin/review/labelchange/add/"]:
+        assert client.post(url, {"post": "yes"}).status_code == 403, url
+    label.refresh_from_db()
+    assert label.verdict == "SUCCESS" and LabelChange.objects.count() == 1
+    assert FinalLabel.objects.get(episode=episode).verdict == "SUCCESS"
+
+
+def test_deleting_a_labelled_run_in_the_admin_is_refused_and_keeps_the_labels():
+    episode, alice = EpisodeFactory(), UserFactory(role="reviewer")
+    label_set(episode=episode, reviewer=alice, verdict="NOT SUCCESS")
+    page = _superuser_client().post(f"/admin/taskgen/run/{episode.run_id}/delete/", {"post": "yes"})
+    assert page.status_code == 200 and b"Cannot delete run" in page.content
+    assert Label.objects.filter(episode=episode).exists() and FinalLabel.objects.filter(episode=episode).exists()
+
+
+def test_the_final_label_keeps_its_history_of_rule_changes_and_adjudications():
+    from review.models import FinalLabelChange
+
+    episode = EpisodeFactory()
+    alice, bob, judge = UserFactory(role="reviewer"), UserFactory(role="reviewer"), UserFactory(role="adjudicator")
+    label_set(episode=episode, reviewer=alice, verdict="SUCCESS")
+    label_set(episode=episode, reviewer=bob, verdict="NOT SUCCESS")  # disagreement: no final label
+    final_label_adjudicate(episode=episode, adjudicator=judge, verdict="NOT SUCCESS", reason="no order row")
+    history = list(FinalLabelChange.objects.filter(episode=episode).order_by("id"))
+    assert [(h.before and h.before["verdict"], h.after and h.after["verdict"]) for h in history] == [
+        (None, "SUCCESS"), ("SUCCESS", None), (None, "NOT SUCCESS")]
+    assert history[-1].after == {"verdict": "NOT SUCCESS", "adjudicated": True, "reason": "no order row",
+                                 "decided_by": judge.username}
+    assert [h.changed_by for h in history] == [alice, bob, judge]
