@@ -3,6 +3,7 @@ positives one click away, and downloads (figures as JSON and CSV, false positive
 from __future__ import annotations
 
 import csv
+from decimal import Decimal
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -151,16 +152,21 @@ CSV_COLUMNS = ["scope", "name", *REFERENCE_KEYS, "f1", "kappa", "precision_low",
                "recall_high"]
 
 
-def _csv_cell(value) -> str:
-    """A cell a spreadsheet shows as text: site names that look like formulas are quoted (CSV injection)."""
-    text = "" if value is None else str(value)
+def csv_cell(value) -> str:
+    """One CSV cell. Numbers are written as numbers (a kappa of -0.016 stays a number for pandas and spreadsheets);
+    only text that a spreadsheet would run as a formula (a site named "=HYPERLINK(...)") is quoted."""
+    if value is None:
+        return ""
+    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        return str(value)
+    text = str(value)
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def _csv_row(scope: str, name: str, figures: dict) -> list[str]:
     low_high = [*(figures["precision_ci"] or (None, None)), *(figures["recall_ci"] or (None, None))]
     values = [scope, name, *(figures[key] for key in REFERENCE_KEYS), figures["f1"], figures["kappa"], *low_high]
-    return [_csv_cell(value) for value in values]
+    return [csv_cell(value) for value in values]
 
 
 @require_GET
