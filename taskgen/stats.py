@@ -62,7 +62,36 @@ def cohen_kappa(c: Confusion) -> float | None:
     expected = yes_a * yes_b + (1 - yes_a) * (1 - yes_b)
     if expected >= 1:
         return None
-    return round((observed - expected) / (1 - expected), 3)
+    return _rounded((observed - expected) / (1 - expected), 3)
+
+
+def _rounded(value: float, digits: int) -> float:
+    """`round`, without the "-0.0" a tiny negative rounds to (a kappa of zero printed as -0.0)."""
+    return round(value, digits) + 0.0
+
+
+def pooled_agreement(pairs: list[tuple[str, str]], *, z: float = Z95) -> dict:
+    """Agreement and Cohen's kappa over pooled pairs of labels (first label, second label) in any number of
+    categories, as papers report inter-annotator agreement: one figure over every episode labelled twice.
+
+    The agreement's interval is Wilson's; kappa's is the large-sample normal interval with Cohen's (1960) standard
+    error, sqrt(p_o (1 - p_o) / n) / (1 - p_e). Kappa is None when chance agreement is total (one category only).
+    """
+    n = len(pairs)
+    categories = sorted({c for pair in pairs for c in pair})
+    out = {"pairs": n, "agree": sum(a == b for a, b in pairs), "categories": categories,
+           "agreement": None, "agreement_ci": None, "kappa": None, "kappa_ci": None}
+    if not n:
+        return out
+    observed = out["agree"] / n
+    expected = sum((sum(a == c for a, _ in pairs) / n) * (sum(b == c for _, b in pairs) / n) for c in categories)
+    out.update(agreement=_rounded(observed, 3), agreement_ci=wilson_interval(out["agree"], n, z=z))
+    if expected < 1:
+        kappa = (observed - expected) / (1 - expected)
+        se = math.sqrt(observed * (1 - observed) / n) / (1 - expected)
+        out.update(kappa=_rounded(kappa, 3),
+                   kappa_ci=(_rounded(max(-1.0, kappa - z * se), 3), _rounded(min(1.0, kappa + z * se), 3)))
+    return out
 
 
 def wilson_interval(successes: int, n: int, *, population: int | None = None, z: float = Z95) -> tuple | None:

@@ -56,3 +56,19 @@ def test_it_explains_an_unknown_run_or_config(judged_run):
         with pytest.raises(SystemExit) as stopped:
             call_command("taskgen", "validate", *args, stdout=io.StringIO(), stderr=err)
         assert stopped.value.code == 2 and "no " in err.getvalue()
+
+
+def test_json_against_humans_has_the_reviewer_pairs_and_the_pooled_figure(judged_run):
+    from review.models import Label
+    from tests.factories import UserFactory
+
+    run, gemini = judged_run
+    ann, bob = UserFactory(username="ann"), UserFactory(username="bob")
+    for episode in run.episodes.all()[:3]:
+        Label.objects.create(episode=episode, reviewer=ann, verdict="SUCCESS")
+        Label.objects.create(episode=episode, reviewer=bob, verdict="SUCCESS")
+    extra = json.loads(_validate(run.name, "--against", "human", "--judge", gemini.key, "--json")[1])
+    [pair] = extra["reviewer_agreement"]
+    assert (pair["a"], pair["b"], pair["episodes"]) == ("ann", "bob", 3)
+    assert extra["human_agreement"]["with_unsure"]["pairs"] == 3
+    assert extra["human_agreement"]["with_unsure"]["agreement"] == 1.0

@@ -211,3 +211,21 @@ def test_one_reviewers_labels_as_truth_on_the_page(viewer_client, judged):
     page = viewer_client.get(reverse("review:validate"), query).content.decode()
     assert "against one reviewer&#x27;s labels (ann)" in page
     assert json.loads(viewer_client.get(reverse("review:validate_json"), query).content)["reference"]["tp"] == 1
+
+
+def test_humans_agreement_shows_on_a_run_no_judge_has_judged(viewer_client):
+    run, site = RunFactory(name="labelled-only"), SiteFactory(slug="shop")
+    ann, bob = UserFactory(username="ann"), UserFactory(username="bob")
+    for verdict in ("SUCCESS", "NOT SUCCESS"):
+        episode = make_episode(run=run, site=site)
+        Label.objects.create(episode=episode, reviewer=ann, verdict=verdict)
+        Label.objects.create(episode=episode, reviewer=bob, verdict="SUCCESS")
+    page = viewer_client.get(reverse("review:validate"), {"runs": [run.pk]}).content.decode()
+    assert "No judge config has judged these runs yet" in page
+    assert 'id="human-agreement"' in page and "three categories" in page and "-0.0" not in page
+
+
+def test_json_download_has_the_pooled_human_agreement(viewer_client, judged):
+    body = json.loads(viewer_client.get(reverse("review:validate_json"), _query(judged)).content)
+    assert set(body["human_agreement"]) == {"with_unsure", "without_unsure"}
+    assert body["human_agreement"]["with_unsure"]["pairs"] == 0 and body["reviewer_agreement"] == []

@@ -6,6 +6,7 @@ import pytest
 from taskgen.stages.validate import (
     ValidateError,
     default_config,
+    human_agreement,
     judge_reviewer_agreement,
     reviewer_agreement,
     validate_compare,
@@ -178,3 +179,20 @@ def test_several_runs_are_measured_together(config):
     assert (both.figures["episodes"], both.figures["fp"], both.runs) == (7, 2, ["arm-a", "arm-b"])
     assert [row["run"] for row in both.false_positives] == sorted(row["run"] for row in both.false_positives)
     assert validate_compute(runs=[second], config=config).figures["episodes"] == 4
+
+
+def test_human_agreement_is_pooled_over_every_episode_labelled_twice_with_and_without_unsure(run):
+    site = SiteFactory(slug="shop")
+    ann, bob, cy = UserFactory(username="ann"), UserFactory(username="bob"), UserFactory(username="cy")
+    for first, second in [("SUCCESS", "SUCCESS"), ("NOT SUCCESS", "NOT SUCCESS"), ("SUCCESS", "UNSURE"),
+                          ("UNSURE", "UNSURE")]:
+        episode = make_episode(run=run, site=site)  # no judgment at all: humans' agreement needs no judge
+        label(episode, ann, first)
+        label(episode, bob, second)
+    three = make_episode(run=run, site=site)
+    for reviewer, verdict in ((ann, "SUCCESS"), (bob, "SUCCESS"), (cy, "NOT SUCCESS")):
+        label(three, reviewer, verdict)
+    human = human_agreement(runs=[run])
+    assert (human["with_unsure"]["pairs"], human["with_unsure"]["agree"]) == (7, 4)  # 4 episodes + 3 pairs of one
+    assert (human["without_unsure"]["pairs"], human["without_unsure"]["agree"]) == (5, 3)
+    assert human["with_unsure"]["categories"] == ["NOT SUCCESS", "SUCCESS", "UNSURE"]

@@ -12,6 +12,7 @@ from taskgen.stats import (
     f1_score,
     half_width,
     labels_needed,
+    pooled_agreement,
     sample_estimate,
     wilson_interval,
 )
@@ -100,3 +101,41 @@ def test_labels_needed_is_enough_in_a_simulation():
     total = round((first["judged_success"]["labelled"] + first["more_labels_needed"]) / judged_share)
     widths = [sample_estimate(*_draw(population, total, rng))["precision_half_width"] for _ in range(50)]
     assert sum(widths) / len(widths) <= 0.031
+
+
+def test_a_kappa_of_zero_is_never_printed_as_minus_zero():
+    assert str(cohen_kappa(Confusion(2, 1, 4, 2))) == "0.0"
+
+
+def _pairs(counts: dict[tuple[str, str], int]) -> list[tuple[str, str]]:
+    return [pair for pair, n in counts.items() for _ in range(n)]
+
+
+def test_pooled_agreement_of_two_categories_is_cohens_kappa():
+    # Wikipedia's worked example (20 yes-yes, 5 yes-no, 10 no-yes, 15 no-no): agreement 0.7, kappa 0.4
+    pairs = _pairs({("Y", "Y"): 20, ("Y", "N"): 5, ("N", "Y"): 10, ("N", "N"): 15})
+    pooled = pooled_agreement(pairs)
+    assert (pooled["pairs"], pooled["agree"], pooled["agreement"], pooled["kappa"]) == (50, 35, 0.7, 0.4)
+    low, high = pooled["agreement_ci"]
+    assert low < 0.7 < high
+    k_low, k_high = pooled["kappa_ci"]
+    # Cohen's standard error: sqrt(0.7 * 0.3 / 50) / (1 - 0.5) = 0.1296; 95%: 0.4 -/+ 0.254
+    assert (k_low, k_high) == (0.146, 0.654)
+
+
+def test_pooled_agreement_counts_a_third_category():
+    counts = {("S", "S"): 40, ("N", "N"): 45, ("U", "U"): 5, ("S", "N"): 4, ("N", "S"): 3, ("S", "U"): 2,
+              ("U", "N"): 1}
+    pooled = pooled_agreement(_pairs(counts))
+    n = 100
+    first = {c: sum(v for (a, _), v in counts.items() if a == c) / n for c in "SNU"}
+    second = {c: sum(v for (_, b), v in counts.items() if b == c) / n for c in "SNU"}
+    expected = sum(first[c] * second[c] for c in "SNU")
+    assert pooled["categories"] == ["N", "S", "U"] and pooled["agreement"] == 0.9
+    assert pooled["kappa"] == round((0.9 - expected) / (1 - expected), 3)
+
+
+def test_pooled_agreement_without_pairs_or_with_one_category_has_no_kappa():
+    assert pooled_agreement([])["kappa"] is None and pooled_agreement([])["pairs"] == 0
+    same = pooled_agreement([("S", "S")] * 4)
+    assert same["agreement"] == 1.0 and same["kappa"] is None

@@ -19,6 +19,7 @@ from taskgen.stages.validate import (
     AGAINST_CHOICES,
     ValidateError,
     default_config,
+    human_agreement,
     judge_reviewer_agreement,
     reviewer_agreement,
     validate_compare,
@@ -86,7 +87,6 @@ def _results(data: dict) -> dict:
     results = {"report": report, "heat": confusion_heatmap(report.figures),
                "site_chart": site_intervals_chart(report.per_site),
                "sample": _sample(runs, config, report),
-               "reviewer_pairs": reviewer_agreement(runs=runs),
                "judge_vs_reviewers": judge_reviewer_agreement(runs=runs, config=config),
                "fp_queue_url": review_queue_url_for([row["episode_id"] for row in report.false_positives]),
                "fn_queue_url": review_queue_url_for([row["episode_id"] for row in report.false_negatives])}
@@ -103,6 +103,12 @@ def validate_page(request: HttpRequest) -> HttpResponse:
     form = _form(request)
     context = {"form": form, "query": form.data.urlencode() if form.is_bound else ""}
     data = _choices(form)
+    if form.is_valid():  # humans' agreement needs no judge: shown whether or not the runs are judged
+        runs = list(form.cleaned_data["runs"])
+        human = human_agreement(runs=runs)
+        context.update(reviewer_pairs=reviewer_agreement(runs=runs), human=human,
+                       human_rows=[("three categories (UNSURE counted)", human["with_unsure"]),
+                                   ("two categories (pairs with an UNSURE left out)", human["without_unsure"])])
     if form.is_valid() and data is None:
         context["no_judgments"] = True
     elif data is not None:
@@ -142,6 +148,7 @@ def validate_json(request: HttpRequest) -> HttpResponse:
         return _bad_request(error)
     body = {"reference": report.reference_line, **report.as_dict(),
             "reviewer_agreement": reviewer_agreement(runs=data["runs"]),
+            "human_agreement": human_agreement(runs=data["runs"]),
             "judge_vs_reviewers": judge_reviewer_agreement(runs=data["runs"], config=data["config"])}
     response = JsonResponse(body, json_dumps_params={"indent": 1, "ensure_ascii": False})
     response["Content-Disposition"] = 'attachment; filename="validate.json"'

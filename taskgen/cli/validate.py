@@ -6,7 +6,14 @@ import argparse
 import json
 
 from taskgen.cli._lookup import judge_config_find, run_find
-from taskgen.stages.validate import ValidateError, ValidateReport, default_config, validate_compute
+from taskgen.stages.validate import (
+    ValidateError,
+    ValidateReport,
+    default_config,
+    human_agreement,
+    reviewer_agreement,
+    validate_compute,
+)
 
 NAME = "validate"
 HELP = "Measure a judge config against verifier results or final human labels on a run."
@@ -56,8 +63,20 @@ def run(options: dict, stdout, stderr) -> int:
         stderr.write(str(error))
         return 2
     stdout.write(json.dumps(report.reference_line))
+    humans = {"reviewer_agreement": reviewer_agreement(runs=[run_row]),
+              "human_agreement": human_agreement(runs=[run_row])}
     if options["json"]:
-        stdout.write(json.dumps(report.as_dict(), default=str))
+        stdout.write(json.dumps({**report.as_dict(), **humans}, default=str))
     else:
-        stdout.write("\n".join(_text(report)))
+        stdout.write("\n".join(_text(report) + _humans_text(humans)))
     return 0
+
+
+def _humans_text(humans: dict) -> list[str]:
+    lines = ["agreement between humans (pooled over episodes labelled twice):"]
+    for name, row in humans["human_agreement"].items():
+        lines.append(f"  {name.replace('_', ' ')}: {row['pairs']} pairs, agreement {row['agreement']} "
+                     f"{row['agreement_ci']}, kappa {row['kappa']} {row['kappa_ci']}")
+    lines += [f"  {p['a']} vs {p['b']}: {p['episodes']} episodes, agreement {p['agreement']}, kappa {p['kappa']}"
+              for p in humans["reviewer_agreement"]]
+    return lines

@@ -7,16 +7,26 @@ stop. The page (`review.views.validate`) and `manage.py taskgen validate` both c
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import combinations
 
 from django.db.models import Count, F, FilteredRelation, OuterRef, Q, QuerySet, Subquery, Sum
 from django.urls import reverse
 
 from review.models import Label, LabelVerdict
 from taskgen.models import Episode, JudgeConfig, Judgment, Run
-from taskgen.stats import REFERENCE_KEYS, Confusion, Stratum, cohen_kappa, confusion_summary, sample_estimate
+from taskgen.stats import (
+    REFERENCE_KEYS,
+    Confusion,
+    Stratum,
+    cohen_kappa,
+    confusion_summary,
+    pooled_agreement,
+    sample_estimate,
+)
 
 AGAINST_CHOICES = {
     "verifier": "verifier results",
@@ -257,6 +267,24 @@ def reviewer_agreement(*, runs: Iterable[Run]) -> list[dict]:
              .order_by("reviewer__username", "episode__labels__reviewer__username"))
     return [{"a": r["reviewer__username"], "b": r["episode__labels__reviewer__username"],
              **_pair_summary(Confusion(r["tp"], r["fp"], r["fn"], r["tn"]))} for r in pairs]
+
+
+def label_pairs(*, runs: Iterable[Run]) -> list[tuple[str, str]]:
+    """Every pair of labels two reviewers gave the same episode of the runs, as (earlier label, later label)."""
+    by_episode: dict[int, list[str]] = defaultdict(list)
+    labels = (Label.objects.filter(episode__run_id__in=_run_ids(runs)).order_by("episode_id", "created_at", "id")
+              .values_list("episode_id", "verdict"))
+    for episode_id, verdict in labels:
+        by_episode[episode_id].append(verdict)
+    return [pair for verdicts in by_episode.values() for pair in combinations(verdicts, 2)]
+
+
+def human_agreement(*, runs: Iterable[Run]) -> dict:
+    """The pooled agreement between humans over every episode labelled twice (or more): with UNSURE as a third
+    category, and without it (only pairs where both said SUCCESS or NOT SUCCESS). Needs no judge."""
+    pairs = label_pairs(runs=runs)
+    decided = [(a, b) for a, b in pairs if a in _DECIDED and b in _DECIDED]
+    return {"with_unsure": pooled_agreement(pairs), "without_unsure": pooled_agreement(decided)}
 
 
 def judge_reviewer_agreement(*, runs: Iterable[Run], config: JudgeConfig) -> list[dict]:
