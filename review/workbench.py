@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404
 
 from review.models import Label, LabelChange
 from review.selectors import episode_screens
-from taskgen.models import Episode, Judgment, Screenshot
+from taskgen.models import Episode, Judgment
 
 # The paths the reference judge leaves out of its evidence: static files, the admin, favicons.
 NOISE_PATH = re.compile(r"^/(_admin|admin|static|favicon)|\.(css|js|png|jpg|jpeg|gif|svg|ico|woff2?|map)$", re.I)
@@ -29,7 +29,7 @@ def episode_for_workbench(pk: int, *, evidence: bool = True) -> Episode:
     labels = Label.objects.select_related("reviewer").order_by("created_at", "id")
     changes = LabelChange.objects.select_related("changed_by", "label__reviewer").order_by("-changed_at", "-id")
     queryset = Episode.objects.select_related("run", "task", "site", "verifier_result", "final_label__decided_by")
-    queryset = queryset.defer("rows_jsonl", "episode_json", "extra")  # training rows: exported, never shown here
+    queryset = queryset.defer("episode_json")  # rows.jsonl names the element each step's action named
     queryset = queryset.prefetch_related(
         Prefetch("judgments", queryset=judgments, to_attr="judgment_list"),
         Prefetch("labels", queryset=labels, to_attr="label_list"),
@@ -37,7 +37,7 @@ def episode_for_workbench(pk: int, *, evidence: bool = True) -> Episode:
     if evidence:
         queryset = queryset.prefetch_related(Prefetch("screenshots", queryset=screenshots, to_attr="screens"))
     else:
-        queryset = queryset.defer("request_log", "data_changes", "screen_text", "actions")
+        queryset = queryset.defer("request_log", "data_changes", "screen_text", "actions", "rows_jsonl")
     episode = get_object_or_404(queryset, pk=pk)
     episode.label_history = list(changes.filter(label__episode=episode)[:200])
     return episode
@@ -47,34 +47,6 @@ def _text(value) -> str:
     if value in (None, "", {}, []):
         return ""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
-@dataclass
-class Step:
-    index: int
-    name: str
-    url: str
-    thumb_url: str
-    action: str
-
-
-def steps(episode: Episode) -> list[Step]:
-    """Step screenshots in order, the final screen last, each with the action the agent took from that screen."""
-    actions = [action_line(a) for a in episode.actions or []]
-    out = []
-    for n, shot in enumerate(episode.screens):
-        is_step = shot.kind == Screenshot.Kind.STEP
-        action = actions[shot.step] if is_step and 0 <= shot.step < len(actions) else ("" if is_step else "final state")
-        out.append(Step(n, shot.name, shot.blob.get_absolute_url(), shot.blob.get_thumbnail_url(), action))
-    return out
-
-
-def action_line(action) -> str:
-    """One action of the timeline: `name {params}` (actions are one-key objects {name: params})."""
-    if isinstance(action, dict) and len(action) == 1:
-        name, params = next(iter(action.items()))
-        return f"{name} {_text(params)}".strip()
-    return _text(action)
 
 
 @dataclass

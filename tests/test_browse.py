@@ -73,7 +73,7 @@ def test_an_unknown_blob_is_not_found(viewer_client):
 def test_the_episode_page_shows_screens_in_step_order_with_the_final_screen_last(viewer_client, imported):
     html = viewer_client.get(imported.get_absolute_url()).content.decode()
     names = [f"step_{n}.png" for n in range(11)] + ["final.png"]
-    positions = [html.index(f"<figcaption>{name}</figcaption>") for name in names]
+    positions = [html.index(f'data-name="{name}"') for name in names]
     assert positions == sorted(positions)
     assert html.count("data-step=") == 12  # the row image is a training copy, not shown as evidence
 
@@ -93,12 +93,21 @@ def test_the_episode_page_escapes_agent_and_website_text(viewer_client):
     assert "screen &lt;script&gt;" in html and "answer &lt;script&gt;" in html
 
 
-def test_the_real_om2w_markdown_answer_shows_as_text(viewer_client):
-    answer = "**24 interactions** <b>bold</b>\n\n- ethanol ⇄ sildenafil"
-    episode = EpisodeFactory(answer=answer, screen_text=[{"json": "page"}])
+def test_a_markdown_answer_is_rendered_and_its_raw_html_stays_text(viewer_client):
+    answer = ("**24 interactions** <b>bold</b> <img src=x onerror=alert(1)>\n\n- ethanol ⇄ sildenafil\n\n"
+              "| drug | level |\n|---|---|\n| ethanol | major |\n\n[bad](javascript:alert(1)) [ok](https://x.org)")
+    episode = EpisodeFactory(answer=answer, screen_text=["I now have the answer; submitting."])
     html = viewer_client.get(episode.get_absolute_url()).content.decode()
-    assert "&lt;b&gt;bold&lt;/b&gt;" in html and "ethanol ⇄ sildenafil" in html
-    assert json.dumps({"json": "page"}).replace('"', "&quot;") in html
+    assert "<strong>24 interactions</strong>" in html and "<li>ethanol ⇄ sildenafil</li>" in html
+    assert "<td>major</td>" in html and "&lt;b&gt;bold&lt;/b&gt;" in html and "<img src=x" not in html
+    assert 'href="javascript' not in html and 'href="https://x.org" rel="nofollow noopener noreferrer"' in html
+    assert "Last recorded text (not necessarily the page)" in html and "last thought" in html
+
+
+def test_a_json_page_seen_last_shows_as_json_text(viewer_client):
+    episode = EpisodeFactory(screen_text=["home", {"json": "page"}])
+    html = viewer_client.get(episode.get_absolute_url()).content.decode()
+    assert json.dumps({"json": "page"}).replace('"', "&quot;") in html and "Screen text at the end" in html
 
 
 def test_a_runs_episodes_are_paginated_in_task_file_order(viewer_client):

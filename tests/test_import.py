@@ -57,7 +57,7 @@ def test_every_field_of_a_run_dir_lands(full_run):
     assert episode.actions == expected["actions"] and episode.answer == expected["answer"]
     assert episode.request_log == expected["log"] and episode.data_changes == expected["changes"]
     assert episode.screen_text == expected["seen"] and episode.extra == {"harness": {"version": 3}}
-    assert (episode.site.slug, episode.task_kind, episode.task_order, episode.steps) == ("shop", "info", 1, 3)
+    assert (episode.site.slug, episode.task_kind, episode.task_order, episode.steps) == ("shop", "info", 1, 4)
     assert episode.rows_jsonl == (full_run / "shop-a/rows/rows.jsonl").read_text()
     assert episode.episode_json == (full_run / "shop-a/rows/episode.json").read_text()  # exact text, spaces kept
     assert (episode.row_count, episode.has_rows, len(episode.content_hash)) == (2, True, 64)
@@ -179,7 +179,7 @@ def test_the_real_online_mind2web_episodes_import():
     source = json.loads((OM2W / "run/om2w-drugs-com-e4e19e04/grade_inputs.json").read_text())
     assert (episode.answer, episode.actions, episode.screen_text) == (source["answer"], source["actions"],
                                                                       source["seen"])
-    assert episode.steps == len(source["actions"]) - 1  # the done marker is not a step
+    assert episode.steps == len(source["actions"])  # one step per action, the closing done included
     assert episode.site.base_url == "https://www.drugs.com"
     assert import_run_dir(run_dir=OM2W / "run", tasks_file=OM2W / "tasks.jsonl", name="om2w").episodes_unchanged == 300
 

@@ -12,6 +12,7 @@ from review import workbench
 from review.models import LabelVerdict, Queue, Reservation
 from review.roles import Role, has_role, require_role
 from review.services import ReviewError, final_label_adjudicate, label_set
+from review.workbench_steps import episode_steps, screen_text_kind
 from taskgen.models import Episode
 
 SUGGESTED_TAGS = ["side effect missed", "wrong answer accepted", "evidence misread", "partial task", "judge too strict"]
@@ -36,12 +37,12 @@ def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | Non
     blind = bool(queue and queue.blind and can_review and my_label is None)
     reqs, chgs = (workbench.requests(episode), workbench.changes(episode)) if evidence else ([], [])
     judged = workbench.judgments_with_citations(episode, reqs, chgs)
+    step_actions, screens = episode_steps(episode) if evidence else ([], [])
     verdicts = {lb.verdict for lb in episode.label_list}
     return {
         "episode": episode, "queue": queue, "blind": blind, "my_label": my_label,
         "other_labels": [lb for lb in episode.label_list if lb.reviewer_id != request.user.pk],
-        "steps": workbench.steps(episode) if evidence else [],
-        "actions": [workbench.action_line(a) for a in episode.actions or []] if evidence else [],
+        "screens": screens, "step_actions": step_actions, "screen_text_kind": screen_text_kind(episode, screens),
         "requests": reqs, "noise_count": sum(r.is_noise for r in reqs), "changes": chgs, "judged": judged,
         "primary": _primary_judgment(judged, queue),
         "labels_disagree": len(verdicts) > 1 or verdicts == {LabelVerdict.UNSURE},

@@ -15,9 +15,31 @@
     document.getElementById("step-image").alt = f.dataset.name;
     document.getElementById("step-zoom").href = f.dataset.url;
     document.getElementById("step-name").textContent = f.dataset.name + " (" + (current + 1) + "/" + frames.length + ")";
-    document.getElementById("step-action").textContent = f.dataset.action || "(none)";
+    document.getElementById("step-caption").textContent = f.dataset.caption || "";
+    drawTarget(f);
     f.scrollIntoView({block: "nearest", inline: "nearest"});
   }
+
+  // The click target's box, drawn over the screenshot in the screenshot's own pixels (an SVG, so no inline style).
+  function drawTarget(f) {
+    var svg = document.getElementById("step-target");
+    if (!svg) return;
+    var box = (f.dataset.box || "").split(" ").map(Number);
+    var size = (f.dataset.size || "").split(" ").map(Number);
+    if (box.length !== 4 || !(size[0] > 0 && size[1] > 0)) { svg.setAttribute("hidden", ""); return; }
+    svg.setAttribute("viewBox", "0 0 " + size[0] + " " + size[1]);
+    var rect = svg.querySelector("rect");
+    ["x", "y", "width", "height"].forEach(function (k, i) { rect.setAttribute(k, String(box[i])); });
+    svg.removeAttribute("hidden");
+  }
+
+  // A link to #step-N (a judge's citation, an action's "from step_N.png") shows that step in the viewer.
+  function showFromHash() {
+    var id = decodeURIComponent(window.location.hash.slice(1));
+    var i = frames.findIndex(function (x) { return x.id === id; });
+    if (i >= 0) { show(i); document.getElementById("steps").scrollIntoView({block: "start"}); }
+  }
+  window.addEventListener("hashchange", showFromHash);
 
   function toggleZoom(force) {
     var big = document.querySelector(".step-large");
@@ -29,7 +51,18 @@
   });
   var zoom = document.getElementById("step-zoom");
   if (zoom) zoom.addEventListener("click", function (e) { e.preventDefault(); toggleZoom(); });
-  if (frames.length) show(0);
+  if (frames.length) { show(0); showFromHash(); }
+
+  // Long answers open clamped; the button shows the rest (without JS the box scrolls).
+  document.querySelectorAll("[data-expand]").forEach(function (button) {
+    var box = document.getElementById(button.dataset.expand);
+    if (!box || box.scrollHeight <= box.clientHeight + 4) return;
+    button.hidden = false;
+    button.addEventListener("click", function () {
+      var open = box.classList.toggle("clamped") === false;
+      button.textContent = open ? "Show less" : "Show the whole answer";
+    });
+  });
 
   function label(n) {
     var form = document.getElementById("label-form");

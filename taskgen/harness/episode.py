@@ -120,6 +120,8 @@ def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: i
             action = agent.act(obs)
         record.shots.append(shot)
         record.seen.append(obs.text)
+        if target := obs.target(action, len(record.actions)):
+            record.targets.append(target)
         record.actions.append(action)
         record.rows.append(_row(record, obs, action, step))
         name, params = next(iter(action.items()))

@@ -24,7 +24,8 @@ ELEMENTS_JS = """
     out.push({index: i, tag: el.tagName.toLowerCase(), type: el.getAttribute('type') || '', name: el.name || '',
               text: text.trim().slice(0, 120), label: label.trim().slice(0, 80), href: el.getAttribute('href') || '',
               options: el.tagName === 'SELECT'
-                ? Array.from(el.options).map(o => ({text: o.text, value: o.value})) : []});
+                ? Array.from(el.options).map(o => ({text: o.text, value: o.value})) : [],
+              box: [Math.round(r.x), Math.round(r.y), Math.round(r.width), Math.round(r.height)]});
   }
   return out;
 }
@@ -38,6 +39,18 @@ class Observation:
     title: str
     text: str
     elements: list[dict] = field(default_factory=list)
+
+    def target(self, action: dict, action_index: int) -> dict | None:
+        """The element an action names by index, as recorded for the review page: its name and its box on this
+        step's screenshot (viewport pixels: [x, y, width, height]); None for actions that name no element."""
+        params = next(iter(action.values()), None) if isinstance(action, dict) and action else None
+        index = params.get("index") if isinstance(params, dict) else None
+        element = next((e for e in self.elements if e["index"] == index), None) if isinstance(index, int) else None
+        if element is None:
+            return None
+        name = element["text"] or element["label"] or element["name"]
+        return {"action": action_index, "step": self.step, "index": index, "tag": element["tag"], "name": name,
+                "box": element.get("box")}
 
     def element_lines(self) -> list[str]:
         """The numbered list as an LLM agent would read it: `[3] button "Add to cart"`."""

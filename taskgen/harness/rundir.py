@@ -20,6 +20,7 @@ class EpisodeRecord:
     shots: list[bytes] = field(default_factory=list)  # one per step, the screen the agent acted on
     final_shot: bytes | None = None
     rows: list[dict] = field(default_factory=list)
+    targets: list[dict] = field(default_factory=list)  # the element each click/type/select named, with its box
     verifier: dict | None = None  # {ok, parts}
     error: str = ""
     finished: str = ""  # done | step_limit | error
@@ -41,6 +42,8 @@ def episode_write(*, record: EpisodeRecord, run_dir: Path) -> Path:
     (ep / "rows").mkdir(exist_ok=True)
     grade = {"actions": record.actions, "answer": record.answer, "log": record.log, "changes": record.changes,
              "seen": record.seen}
+    if record.targets:  # beside the reference's keys, which its readers ignore; the review page draws them
+        grade["targets"] = record.targets
     if record.error:
         grade["error"] = record.error
     _dump(ep / "grade_inputs.json", grade)

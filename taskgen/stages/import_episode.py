@@ -24,9 +24,9 @@ from taskgen.stages.import_files import (
     without_nul,
 )
 from taskgen.stages.import_tasks import TaskLine
+from taskgen.steps import step_count
 
 _STEP_NAME = re.compile(r"step_(\d{1,9})\.png")
-_DONE_MARKERS = {"done", "macro_done"}
 _ROWS_TEXT_FILES = {"rows.jsonl", "episode.json"}
 _LIST_FIELDS = {"actions": "actions", "log": "request_log", "changes": "data_changes"}
 
@@ -135,7 +135,7 @@ def _evidence(grade_inputs: dict) -> dict:
         else:
             extra[key] = value
     values["extra"] = extra
-    values["steps"] = sum(1 for a in values["actions"] if not (isinstance(a, dict) and set(a) <= _DONE_MARKERS))
+    values["steps"] = step_count(values["actions"])
     return values
 
 

@@ -1,0 +1,109 @@
+"""The episode page's steps: each screenshot captioned with the action taken from it (taskgen/steps.py says what a
+step is), each action with the name of the element it named, and the click target's box where it was recorded.
+
+Plain data for templates, which escape it.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from taskgen.models import Episode, Screenshot
+from taskgen.steps import Target, rows_steps, screen_actions, targets_recorded
+
+
+def _text(value) -> str:
+    if value in (None, "", {}, []):
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def action_line(action) -> str:
+    """One action as recorded: `name {params}` (actions are one-key objects {name: params})."""
+    if isinstance(action, dict) and len(action) == 1:
+        name, params = next(iter(action.items()))
+        return f"{name} {_text(params)}".strip()
+    return _text(action)
+
+
+def target_label(target: Target | None) -> str:
+    """The element an action named, in words: `button "Add to cart"`."""
+    if target is None:
+        return ""
+    name = f'"{target.name}"' if target.name else "(no name)"
+    return f"{target.tag} {name}".strip()
+
+
+@dataclass
+class StepAction:
+    """Step `number` (from 1): the action the agent took and the element it named, if any."""
+
+    number: int
+    action: str
+    target: str
+    box: tuple[int, int, int, int] | None
+    screen: str = ""  # the file name of the screen it was taken from, when there is one
+
+
+@dataclass
+class Screen:
+    """One screenshot in the viewer: a step's screen (captioned with that step's action) or the final screen."""
+
+    index: int
+    name: str
+    url: str
+    thumb_url: str
+    width: int
+    height: int
+    step: StepAction | None
+    is_final: bool
+
+    @property
+    def caption(self) -> str:
+        if self.is_final:
+            return "final state, after the last action"
+        if self.step is None:
+            return "(no action was recorded from this screen)"
+        on = f" → {self.step.target}" if self.step.target else ""
+        return f"step {self.step.number}: {self.step.action}{on}"
+
+
+def _targets(episode: Episode) -> tuple[dict[int, Target], list]:
+    recorded = targets_recorded(episode.extra if isinstance(episode.extra, dict) else {})
+    rows = rows_steps(episode.rows_jsonl) if episode.has_rows else []
+    if not recorded:  # a run dir from before the harness recorded targets: the rows' element lists name them
+        recorded = {n: row.target for n, row in enumerate(rows) if row.target}
+    return recorded, rows
+
+
+def episode_steps(episode: Episode) -> tuple[list[StepAction], list[Screen]]:
+    """The episode's steps (one per action) and its screens in order, each step screen tied to its step."""
+    targets, rows = _targets(episode)
+    actions = episode.actions if isinstance(episode.actions, list) else []
+    steps = [StepAction(n + 1, action_line(a), target_label(targets.get(n)), getattr(targets.get(n), "box", None))
+             for n, a in enumerate(actions)]
+    shots = list(getattr(episode, "screens", []))
+    step_shots = [s for s in shots if s.kind == Screenshot.Kind.STEP]
+    taken = screen_actions([s.step for s in step_shots], [s.name for s in step_shots], rows)
+    action_of = {s.pk: i for s, i in zip(step_shots, taken, strict=True)}
+    screens = []
+    for n, shot in enumerate(shots):
+        i = action_of.get(shot.pk)
+        step = steps[i] if i is not None and 0 <= i < len(steps) else None
+        if step is not None:
+            step.screen = shot.name
+        screens.append(Screen(n, shot.name, shot.blob.get_absolute_url(), shot.blob.get_thumbnail_url(),
+                              shot.blob.width or 0, shot.blob.height or 0, step, shot.kind == Screenshot.Kind.FINAL))
+    return steps, screens
+
+
+def screen_text_kind(episode: Episode, screens: list[Screen]) -> dict:
+    """What the recorded `seen` text is, so the page names it right: the last page's text when the harness kept a
+    page's text per step; otherwise (one entry, no screenshots) it is whatever the run recorded, and runs from the
+    live web such as Online-Mind2Web record the agent's last thought there, not the page."""
+    seen = episode.screen_text if isinstance(episode.screen_text, list) else []
+    if screens or len(seen) > 1:
+        return {"title": "Screen text at the end", "note": "The text of the last page the agent saw."}
+    return {"title": "Last recorded text (not necessarily the page)",
+            "note": "This run kept one text for the episode and no screenshots: runs from the live web (such as "
+                    "Online-Mind2Web) record the agent's last thought here, not the page's text."}
