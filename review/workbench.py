@@ -6,7 +6,6 @@ All values stay plain Python data; templates escape them. Nothing here marks tex
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
 from django.db.models import Prefetch
@@ -14,10 +13,9 @@ from django.shortcuts import get_object_or_404
 
 from review.models import Label, LabelChange
 from review.selectors import episode_screens
+from taskgen.citations import NOISE_PATH, EvidenceIndex, citations_in
 from taskgen.models import Episode, Judgment
 
-# The paths the reference judge leaves out of its evidence: static files, the admin, favicons.
-NOISE_PATH = re.compile(r"^/(_admin|admin|static|favicon)|\.(css|js|png|jpg|jpeg|gif|svg|ico|woff2?|map)$", re.I)
 HIDDEN_BODY_KEYS = {"csrf_token", "csrfmiddlewaretoken"}
 
 
@@ -117,42 +115,31 @@ def changes(episode: Episode) -> list[Change]:
     return out
 
 
-# A path named in evidence ends at whitespace, punctuation or a query string: /cart must not match /cart/add.
-_PATH_END = r"(?=$|[\s;,.:)\]'\"?`>])"
-
-
-@dataclass
-class Citation:
-    anchor: str
-    label: str
-
-
-def _cites(evidence: str, reqs: list[Request], chgs: list[Change]) -> list[Citation]:
-    """The requests and changes an evidence text names: a request path, or a collection name as a word."""
-    found: list[Citation] = []
-    low = evidence.lower()
-    linked: set[str] = set()
-    for r in reqs:
-        path = r.path.lower()
-        if r.is_noise or len(path) < 2 or not re.search(re.escape(path) + _PATH_END, low):
-            continue
-        r.cited = True  # every row with the path is highlighted; the link goes to the first of them
-        if (r.method, path) not in linked:
-            linked.add((r.method, path))
-            found.append(Citation(f"req-{r.index}", f"{r.method} {r.path}"))
-    for c in chgs:
-        if c.collection != "?" and re.search(rf"\b{re.escape(c.collection.lower())}\b", low):
-            c.cited = True
-            found.append(Citation(f"chg-{c.index}", f"{c.op} {c.collection}"))
-    return found[:12]
-
-
-def judgments_with_citations(episode: Episode, reqs: list[Request], chgs: list[Change]) -> list[dict]:
-    """Each judgment with its parts, every part carrying links to the evidence rows it names."""
+def judgments_with_citations(episode: Episode, reqs: list[Request], chgs: list[Change],
+                             step_files: dict[str, int] | None = None, *, cite: bool = True) -> list[dict]:
+    """Each judgment with its parts, every part carrying its citations (taskgen/citations.py): links to the
+    evidence they name, or marked unsupported when they point at nothing. Cited rows are highlighted.
+    `cite=False` (the label panel alone, without the evidence loaded) leaves citations out."""
+    index = EvidenceIndex.for_episode(episode, step_files=step_files) if cite else None
     out = []
     for j in episode.judgment_list:
-        parts = [{"index": n, "part": str(p.get("part") or ""), "done": p.get("done") is True,
-                  "evidence": str(p.get("evidence") or ""), "cites": _cites(str(p.get("evidence") or ""), reqs, chgs)}
-                 for n, p in enumerate(j.parts if isinstance(j.parts, list) else []) if isinstance(p, dict)]
-        out.append({"judgment": j, "parts": parts})
+        parts = []
+        for n, p in enumerate(j.parts if isinstance(j.parts, list) else []):
+            if not isinstance(p, dict):
+                continue
+            evidence, done = str(p.get("evidence") or ""), p.get("done") is True
+            parts.append({"index": n, "part": str(p.get("part") or ""), "done": done, "evidence": evidence,
+                          "cites": citations_in(evidence, index, done=done) if index else []})
+        out.append({"judgment": j, "parts": parts,
+                    "unsupported": sum(c.unsupported for part in parts for c in part["cites"])})
+    _mark_cited(out, reqs, chgs)
     return out
+
+
+def _mark_cited(judged: list[dict], reqs: list[Request], chgs: list[Change]) -> None:
+    anchors = {c.anchor for j in judged for p in j["parts"] for c in p["cites"] if c.anchor}
+    paths = {r.path for r in reqs if f"req-{r.index}" in anchors}
+    for r in reqs:
+        r.cited = f"req-{r.index}" in anchors or r.path in paths  # every row with a cited path is highlighted
+    for c in chgs:
+        c.cited = f"chg-{c.index}" in anchors

@@ -72,3 +72,17 @@ def verdict_is_inconsistent(verdict: str, parts: list[dict]) -> bool:
         return False
     all_done = all(p.get("done") is True for p in parts)
     return (verdict == "SUCCESS" and not all_done) or (verdict == "NOT SUCCESS" and all_done)
+
+
+def unsupported_citations_count(*, episode_id: int, parts: list[dict]) -> int:
+    """How many citations of these parts point at nothing in the episode (stored on the judgment for filters)."""
+    from taskgen.citations import EvidenceIndex, unsupported_count
+    from taskgen.models import Episode, Screenshot
+
+    if not parts:
+        return 0
+    episode = Episode.objects.select_related("task").only(
+        "request_log", "data_changes", "actions", "answer", "screen_text", "task__instruction").get(pk=episode_id)
+    names = Screenshot.objects.filter(episode_id=episode_id, kind=Screenshot.Kind.STEP).values_list("name", "step")
+    index = EvidenceIndex.for_episode(episode, step_files={name.lower(): step for name, step in names})
+    return min(unsupported_count(parts, index), 32767)

@@ -234,6 +234,10 @@ class Judgment(models.Model):
     raw_response = models.TextField(blank=True)
     error = models.TextField(blank=True)
     inconsistent = models.BooleanField(default=False, help_text="verdict disagrees with its own parts")
+    unsupported_citations = models.PositiveSmallIntegerField(
+        default=0, help_text="citations in its parts that point at nothing in the episode (taskgen/citations.py)")
+    response_disagrees = models.BooleanField(
+        default=False, help_text="imported: the response's own verdict differs from the file's predicted_label")
     input_tokens = models.PositiveIntegerField(default=0)
     output_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=12, decimal_places=6, default=0)

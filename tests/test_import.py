@@ -82,8 +82,8 @@ def test_every_field_of_a_run_dir_lands(full_run):
     fenced = Judgment.objects.get(episode=episode)
     assert (fenced.verdict, fenced.inconsistent, fenced.source) == ("SUCCESS", True, "import")
     assert fenced.parts[1] == {"part": "report price", "done": False, "evidence": "no answer"}
-    plain = Judgment.objects.get(episode__task__task_id="shop-b")
-    assert (plain.verdict, plain.raw_response) == ("NONE", "I think it worked.")
+    plain = Judgment.objects.get(episode__task__task_id="shop-b")  # the file's predicted_label is its verdict
+    assert (plain.verdict, plain.raw_response, plain.response_disagrees) == ("NOT SUCCESS", "I think it worked.", False)
 
 
 def _snapshot() -> dict:
@@ -253,3 +253,29 @@ def test_the_progress_bar_shows_on_a_terminal_only(tmp_path):
     import_run_dir(run_dir=build_run(tmp_path, ["shop-a", "shop-b"]), progress=update)
     close()
     assert "2/2" in screen.getvalue()
+
+
+def test_a_judge_files_predicted_label_is_its_verdict_and_a_disagreeing_response_is_flagged(tmp_path):
+    from taskgen.stages.rows_select import export_select
+
+    run_dir = build_run(tmp_path, ["shop-a", "shop-b", "shop-c", "shop-d"])
+    parts = [{"part": "find the mug", "done": True, "evidence": "request #0 searched for \"mug\""}]
+    regraded = json.dumps({"parts": parts})  # a regraded file: the response keeps its parts but carries no verdict
+    _judge_file(run_dir, "shop-a", regraded, label=1)
+    _judge_file(run_dir, "shop-b", json.dumps({"parts": parts, "verdict": "SUCCESS"}), label=0)
+    _judge_file(run_dir, "shop-c", "(judge error ReadTimeout: ...)", label=0)
+    _judge_file(run_dir, "shop-d", regraded, label=7)
+    summary = import_run_dir(run_dir=run_dir)
+    judged = {j.episode.task.task_id: j for j in Judgment.objects.select_related("episode__task")}
+    assert (judged["shop-a"].verdict, judged["shop-a"].parts, judged["shop-a"].response_disagrees) == (
+        "SUCCESS", parts, False)
+    assert (judged["shop-b"].verdict, judged["shop-b"].response_disagrees) == ("NOT SUCCESS", True)  # kept, flagged
+    assert judged["shop-c"].verdict == "NOT SUCCESS" and "shop-d" not in judged
+    assert [s.reason for s in summary.skipped] == ["predicted_label is '7', not 0 or 1"]
+    # the reference's `rows` takes every predicted_label 1 with rows: so does the app's judge export
+    selection = export_select(run=summary.run, judge_config=judged["shop-a"].config)
+    assert [c.task_id for c in selection.picked] == ["shop-a"]
+    # a changed predicted_label with the same response is a change
+    _judge_file(run_dir, "shop-a", regraded, label=0)
+    assert import_run_dir(run_dir=run_dir).judgments == 1
+    assert Judgment.objects.get(episode__task__task_id="shop-a").verdict == "NOT SUCCESS"

@@ -36,8 +36,9 @@ def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | Non
     can_review = has_role(request.user, Role.REVIEWER)
     blind = bool(queue and queue.blind and can_review and my_label is None)
     reqs, chgs = (workbench.requests(episode), workbench.changes(episode)) if evidence else ([], [])
-    judged = workbench.judgments_with_citations(episode, reqs, chgs)
     step_actions, screens = episode_steps(episode) if evidence else ([], [])
+    step_files = {s.name.lower(): s.step.number for s in screens if s.step}
+    judged = workbench.judgments_with_citations(episode, reqs, chgs, step_files, cite=evidence)
     verdicts = {lb.verdict for lb in episode.label_list}
     return {
         "episode": episode, "queue": queue, "blind": blind, "my_label": my_label,

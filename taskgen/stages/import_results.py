@@ -8,7 +8,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from taskgen.judging import parse_judge_response, verdict_is_inconsistent
+from taskgen.judging import parse_judge_response, unsupported_citations_count, verdict_is_inconsistent
 from taskgen.models import JudgeConfig, Judgment, VerifierResult
 from taskgen.stages.import_files import (
     FileSkipped,
@@ -114,21 +114,35 @@ def _judge_record(path: Path, root: Path, episode_ids: dict[str, int]) -> tuple[
     return episode_ids[task_id], record
 
 
+def _verdict_of_record(record: dict, parsed) -> str:
+    """The file's `predicted_label` is its verdict, as the reference's validate and rows read it (1: SUCCESS, 0: NOT
+    SUCCESS); a file without one falls back to the verdict in its response."""
+    label = record.get("predicted_label")
+    if label is None:
+        return parsed.verdict
+    if isinstance(label, bool) or label not in (0, 1):
+        raise FileSkipped(f"predicted_label is {str(label)[:40]!r}, not 0 or 1")
+    return Judgment.Verdict.SUCCESS if label == 1 else Judgment.Verdict.NOT_SUCCESS
+
+
 def _judgment_save(*, episode_id: int, record: dict, existing: dict, saved: Saved) -> None:
     model = str(record.get("model") or "unknown")[:200]
     config, _ = JudgeConfig.objects.get_or_create(model=model, **REFERENCE_JUDGE)
     response = record.get("response") or ""
+    parsed = parse_judge_response(response)
+    verdict = _verdict_of_record(record, parsed)
     current = existing.get((episode_id, config.pk))
-    if current is not None and current.raw_response == response:
+    if current is not None and (current.raw_response, current.verdict) == (response, verdict):
         saved.unchanged += 1
         return
-    parsed = parse_judge_response(response)
-    error = parsed.error
-    if "predicted_label" in record and int(bool(record["predicted_label"])) != int(parsed.verdict == "SUCCESS"):
-        error = (error + "; " if error else "") + f"the file's predicted_label is {record['predicted_label']}"
+    # the response's parts stay as evidence; a response whose own verdict disagrees with the label is flagged
+    disagrees = parsed.has_verdict and parsed.verdict != verdict
+    error = "" if verdict != Judgment.Verdict.NONE else parsed.error
     with transaction.atomic():
         Judgment.objects.update_or_create(episode_id=episode_id, config=config, defaults={
-            "verdict": parsed.verdict, "parts": parsed.parts, "raw_response": response, "error": error,
-            "inconsistent": verdict_is_inconsistent(parsed.verdict, parsed.parts), "source": "import",
+            "verdict": verdict, "parts": parsed.parts, "raw_response": response, "error": error,
+            "inconsistent": verdict_is_inconsistent(verdict, parsed.parts), "source": "import",
+            "response_disagrees": disagrees,
+            "unsupported_citations": unsupported_citations_count(episode_id=episode_id, parts=parsed.parts),
         })
     saved.written += 1

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from taskgen.blobs import blob_path
-from taskgen.judging import parse_judge_response, verdict_is_inconsistent
+from taskgen.judging import parse_judge_response, unsupported_citations_count, verdict_is_inconsistent
 from taskgen.models import Episode, JudgeConfig, Judgment, PipelineRun, Run
 from taskgen.pipeline_runs import pipeline_run_create, pipeline_run_finish, pipeline_run_start, pipeline_run_step
 from taskgen.providers import ProviderError, ProviderImage, ProviderRequest, ProviderResult, provider_for
@@ -162,6 +162,8 @@ def _from_cache(request_hash: str) -> dict | None:
 
 def judgment_store(*, episode_id: int, config_id: int, fields: dict) -> Judgment:
     """Write a judgment unless a verdict is already stored (that one wins); the unique constraint is the last word."""
+    fields = {**fields, "unsupported_citations": unsupported_citations_count(episode_id=episode_id,
+                                                                              parts=fields.get("parts") or [])}
     try:
         with transaction.atomic():
             return Judgment.objects.create(episode_id=episode_id, config_id=config_id, **fields)
