@@ -5,7 +5,8 @@ The final human label (FinalLabel) is what validate and exports read. The rule, 
 
 - an adjudicated final label (an adjudicator's decision, with a reason) stands until an adjudicator changes it;
 - otherwise, when every label of the episode has the same verdict (one label, or all agreeing), the final label
-  follows that verdict (adjudicated=False) - an all-UNSURE episode gets final verdict UNSURE, which is no decision;
+  follows that verdict (adjudicated=False) - an all-UNSURE episode gets final verdict UNSURE, which is no decision:
+  it goes to adjudication (UNSURE_RULE, `final_label_state`, `needs_adjudication`);
 - when labels disagree, the episode has no final label until an adjudicator decides.
 
 Every write to an episode's labels or final label first locks the episode's row (a row that always exists), then
@@ -16,10 +17,12 @@ labels in the database after any interleaving of posts, edits and adjudications.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from review import queues
@@ -53,6 +56,56 @@ def final_verdict_of_labels(verdicts: Iterable[str]) -> str | None:
     """The final-label rule without an adjudication: the labels' verdict when they all agree, else none."""
     distinct = set(verdicts)
     return distinct.pop() if len(distinct) == 1 else None
+
+
+UNSURE_RULE = ("Unsure is not a decision: an episode whose reviewers are all unsure goes to adjudication, as one "
+               "whose labels disagree does; until an adjudicator decides, its final label reads Unsure and validate "
+               "leaves it out.")
+
+
+@dataclass(frozen=True)
+class FinalLabelState:
+    """Where an episode's final label stands, in words every page shows the same way."""
+
+    code: str  # none | agreed | unsure | disagree | adjudicated
+    verdict: str | None
+    text: str
+
+    @property
+    def needs_adjudicator(self) -> bool:
+        return self.code in ("unsure", "disagree")
+
+
+def _counted(verdicts: list[str]) -> str:
+    names = dict(LabelVerdict.choices)
+    return ", ".join(f"{verdicts.count(v)} {names[v].lower()}" for v in LabelVerdict.values if v in verdicts)
+
+
+def final_label_state(*, final: FinalLabel | None, verdicts: list[str]) -> FinalLabelState:
+    """The final-label rule (module docstring, UNSURE_RULE) applied to an episode's final label and labels."""
+    if final is not None and final.adjudicated:
+        who = final.decided_by.get_username() if final.decided_by_id else "an adjudicator"
+        return FinalLabelState("adjudicated", final.verdict, f"adjudicated by {who}: {final.reason}")
+    if not verdicts:
+        return FinalLabelState("none", None, "No human label yet.")
+    agreed = final_verdict_of_labels(verdicts)
+    if agreed == LabelVerdict.UNSURE:
+        return FinalLabelState("unsure", agreed, f"Every reviewer is unsure ({len(verdicts)}): that is no "
+                                                 "decision, so an adjudicator decides.")
+    if agreed is None:
+        return FinalLabelState("disagree", None, f"The labels disagree ({_counted(verdicts)}): an adjudicator "
+                                                 "decides.")
+    n = len(verdicts)
+    return FinalLabelState("agreed", agreed, "from the reviewer's label" if n == 1 else
+                           f"from the reviewers' agreeing labels ({n})")
+
+
+def needs_adjudication() -> Q:
+    """The episodes `final_label_state` sends to an adjudicator, as a condition on Episode: labelled, not
+    adjudicated, and with no final label (labels disagree) or an Unsure one (all unsure)."""
+    settled = FinalLabel.objects.filter(episode=OuterRef("pk"), adjudicated=True)
+    decided = FinalLabel.objects.filter(episode=OuterRef("pk")).exclude(verdict=LabelVerdict.UNSURE)
+    return Q(~Exists(settled), ~Exists(decided), Exists(Label.objects.filter(episode=OuterRef("pk"))))
 
 
 def _episode_lock(episode_id: int) -> None:

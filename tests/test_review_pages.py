@@ -8,7 +8,7 @@ from django.urls import reverse
 from PIL import Image
 
 from review.models import FinalLabel, Label, Queue
-from review.services import label_set, queue_create_from_filters
+from review.services import UNSURE_RULE, label_set, queue_create_from_filters
 from taskgen.blobs import blob_store_image
 from taskgen.models import Screenshot
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, UserFactory
@@ -120,8 +120,10 @@ def test_adjudicator_settles_a_disagreement_from_the_adjudication_list(adjudicat
     episode = _rich_episode()
     label_set(episode=episode, reviewer=UserFactory(role="reviewer"), verdict="SUCCESS")
     label_set(episode=episode, reviewer=UserFactory(role="reviewer"), verdict="NOT SUCCESS")
-    assert episode.task.task_id in adjudicator_client.get(reverse("review:adjudication")).content.decode()
-    assert "Labels disagree" in adjudicator_client.get(episode.get_absolute_url()).content.decode()
+    listed = adjudicator_client.get(reverse("review:adjudication")).content.decode()
+    why = "The labels disagree (1 success, 1 not success): an adjudicator decides."
+    assert episode.task.task_id in listed and why in listed
+    assert why in adjudicator_client.get(episode.get_absolute_url()).content.decode()  # one rule, the same words
     adjudicator_client.post(reverse("review:adjudicate_post", args=[episode.pk]),
                             {"verdict": "NOT SUCCESS", "reason": "cart total never reported"})
     final = FinalLabel.objects.get(episode=episode)
@@ -209,3 +211,27 @@ def test_a_stratified_sample_queue_from_the_form(reviewer_client):
     queue = Queue.objects.get(name="sample")
     assert response["Location"] == queue.get_absolute_url()
     assert sorted(queue.members.values_list("stratum", flat=True)) == ["NONE", "NOT SUCCESS", "SUCCESS"]
+
+
+def test_an_all_unsure_episode_is_stated_the_same_on_the_episode_page_and_the_adjudication_list(adjudicator_client):
+    episode = _rich_episode()
+    label_set(episode=episode, reviewer=UserFactory(role="reviewer"), verdict="UNSURE")
+    why = "Every reviewer is unsure (1): that is no decision, so an adjudicator decides."
+    listed = adjudicator_client.get(reverse("review:adjudication")).content.decode()
+    assert why in listed and "<th class=\"num\">Unsure</th>" in listed and UNSURE_RULE in listed
+    page = adjudicator_client.get(episode.get_absolute_url()).content.decode()
+    assert why in page and "agreeing labels" not in page and UNSURE_RULE in page
+    agreed = _rich_episode()
+    label_set(episode=agreed, reviewer=UserFactory(role="reviewer"), verdict="SUCCESS")
+    assert agreed.task.task_id not in adjudicator_client.get(reverse("review:adjudication")).content.decode()
+    assert "from the reviewer&#x27;s label" in adjudicator_client.get(agreed.get_absolute_url()).content.decode()
+
+
+def test_a_label_post_sends_the_final_label_along_out_of_band(reviewer_client):
+    episode = _rich_episode()
+    url = reverse("review:label_post", args=[episode.pk])
+    first = reviewer_client.post(url, {"verdict": "SUCCESS"}, HTTP_HX_REQUEST="true").content.decode()
+    assert '<section id="final-label" hx-swap-oob="true">' in first and "from the reviewer&#x27;s label" in first
+    label_set(episode=episode, reviewer=UserFactory(role="reviewer"), verdict="SUCCESS")
+    changed = reviewer_client.post(url, {"verdict": "NOT SUCCESS"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "The labels disagree (1 success, 1 not success)" in changed and "agreeing labels" not in changed

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from review import workbench
 from review.models import LabelVerdict, Queue, Reservation
 from review.roles import Role, has_role, require_role
-from review.services import ReviewError, final_label_adjudicate, label_set
+from review.services import UNSURE_RULE, ReviewError, final_label_adjudicate, final_label_state, label_set
 from review.workbench_steps import episode_steps, screen_text_kind
 from taskgen.models import Episode
 
@@ -39,14 +39,15 @@ def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | Non
     step_actions, screens = episode_steps(episode) if evidence else ([], [])
     step_files = {s.name.lower(): s.step.number for s in screens if s.step}
     judged = workbench.judgments_with_citations(episode, reqs, chgs, step_files, cite=evidence)
-    verdicts = {lb.verdict for lb in episode.label_list}
+    final = getattr(episode, "final_label", None)  # None when there is none (the related lookup raises)
     return {
         "episode": episode, "queue": queue, "blind": blind, "my_label": my_label,
         "other_labels": [lb for lb in episode.label_list if lb.reviewer_id != request.user.pk],
         "screens": screens, "step_actions": step_actions, "screen_text_kind": screen_text_kind(episode, screens),
         "requests": reqs, "noise_count": sum(r.is_noise for r in reqs), "changes": chgs, "judged": judged,
         "primary": _primary_judgment(judged, queue),
-        "labels_disagree": len(verdicts) > 1 or verdicts == {LabelVerdict.UNSURE},
+        "final_state": final_label_state(final=final, verdicts=[lb.verdict for lb in episode.label_list]),
+        "unsure_rule": UNSURE_RULE,
         "verdict_choices": LabelVerdict.choices, "suggested_tags": SUGGESTED_TAGS,
         "episode_url": _episode_url(episode.pk, queue),
     }

@@ -3,17 +3,20 @@ adjudication list of episodes whose labels disagree."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from review import queues
-from review.models import FinalLabel, Label, Queue, Reservation
+from review.models import Label, LabelVerdict, Queue, Reservation
 from review.roles import Role, require_role
 from review.services import (
+    UNSURE_RULE,
     ReviewError,
+    final_label_state,
+    needs_adjudication,
     queue_create_from_episodes,
     queue_create_from_filters,
     queue_create_sample,
@@ -153,11 +156,12 @@ def queue_release(request: HttpRequest, pk: int) -> HttpResponse:
 @require_role(Role.ADJUDICATOR)
 def adjudication(request: HttpRequest) -> HttpResponse:
     """Episodes whose labels disagree (or are all unsure) and that no adjudicator has settled yet."""
-    settled = FinalLabel.objects.filter(episode=OuterRef("pk"), adjudicated=True)
-    decided = FinalLabel.objects.filter(episode=OuterRef("pk")).exclude(verdict="UNSURE")
-    episodes = (Episode.objects.filter(~Exists(settled), ~Exists(decided), Exists(Label.objects.filter(
-        episode=OuterRef("pk")))).select_related("task", "site", "run")
-        .annotate(n_labels=Count("labels"), n_success=Count("labels", filter=Q(labels__verdict="SUCCESS")),
-                  n_not=Count("labels", filter=Q(labels__verdict="NOT SUCCESS")))
-        .order_by("id")[:200])
-    return render(request, "review/adjudication.html", {"episodes": episodes})
+    episodes = list(Episode.objects.filter(needs_adjudication()).select_related("task", "site", "run")
+                    .prefetch_related(Prefetch("labels", queryset=Label.objects.only("episode_id", "verdict"),
+                                               to_attr="label_list"))
+                    .order_by("id")[:200])
+    for episode in episodes:
+        verdicts = [label.verdict for label in episode.label_list]
+        episode.n_success, episode.n_not, episode.n_unsure = (verdicts.count(v) for v in LabelVerdict.values)
+        episode.state = final_label_state(final=None, verdicts=verdicts)
+    return render(request, "review/adjudication.html", {"episodes": episodes, "unsure_rule": UNSURE_RULE})
