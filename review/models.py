@@ -100,7 +100,7 @@ class Queue(models.Model):
     (run, site, task kind, verdicts, tags); `episodes` and `sample` queues hold an explicit list (QueueMember)."""
 
     class Kind(models.TextChoices):
-        FALSE_POSITIVE = "false-positive", "judge SUCCESS, not yet reviewed (false-positive audit)"
+        FALSE_POSITIVE = "false-positive", "judge SUCCESS, not yet reviewed, riskiest first (false-positive audit)"
         DISAGREE = "judge-vs-verifier", "judge and verifier disagree"
         INCONSISTENT = "inconsistent", "verdict inconsistent with its own parts"
         NO_VERDICT = "no-verdict", "judge gave no verdict"
@@ -111,6 +111,8 @@ class Queue(models.Model):
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.FILTER)
     builtin = models.BooleanField(default=False)
+    run = models.ForeignKey("taskgen.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="queues",
+                            help_text="built-in queues: the run they audit (each run gets its own)")
     filters = models.JSONField(default=dict, blank=True, help_text="{runs, sites, task_kind, verdicts, tags}")
     judge_config = models.ForeignKey("taskgen.JudgeConfig", null=True, blank=True, on_delete=models.SET_NULL,
                                      help_text="whose verdicts the queue reads; empty: any judge config")
@@ -124,8 +126,8 @@ class Queue(models.Model):
 
     class Meta:
         ordering = ["-builtin", "name", "id"]
-        constraints = [models.UniqueConstraint(fields=["kind"], condition=models.Q(builtin=True),
-                                               name="queue_one_builtin_per_kind")]
+        constraints = [models.UniqueConstraint(fields=["kind", "run"], condition=models.Q(builtin=True),
+                                               name="queue_one_builtin_per_kind_and_run")]
 
     def __str__(self) -> str:
         return self.name

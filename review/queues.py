@@ -13,8 +13,10 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet,
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from review.episode_filters import EpisodeFilter, condition, judge_disagrees_with_verifier, stored_filter
 from review.models import Label, Queue, QueueMember, Reservation
-from taskgen.models import Episode, Judgment, VerifierResult
+from review.risk import risk_rank
+from taskgen.models import Episode, Judgment
 
 SAMPLE_STRATA = (Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS, Judgment.Verdict.NONE)
 
@@ -25,20 +27,12 @@ def _judgments(queue: Queue) -> QuerySet[Judgment]:
     return rows.filter(config_id=queue.judge_config_id) if queue.judge_config_id else rows
 
 
-def _judge_disagrees_with_verifier(queue: Queue) -> Q:
-    verifier = VerifierResult.objects.filter(episode=OuterRef("pk"))
-    judged = _judgments(queue)
-    said_yes = Exists(judged.filter(verdict=Judgment.Verdict.SUCCESS)) & Exists(verifier.filter(ok=False))
-    said_no = Exists(judged.filter(verdict=Judgment.Verdict.NOT_SUCCESS)) & Exists(verifier.filter(ok=True))
-    return Q(said_yes) | Q(said_no)
-
-
 def _kind_condition(queue: Queue) -> Q:
     kind = queue.kind
     if kind == Queue.Kind.FALSE_POSITIVE:
         return Q(Exists(_judgments(queue).filter(verdict=Judgment.Verdict.SUCCESS)))
     if kind == Queue.Kind.DISAGREE:
-        return _judge_disagrees_with_verifier(queue)
+        return judge_disagrees_with_verifier(queue.judge_config_id)
     if kind == Queue.Kind.INCONSISTENT:
         return Q(Exists(_judgments(queue).filter(inconsistent=True)))
     if kind == Queue.Kind.NO_VERDICT:
@@ -48,32 +42,21 @@ def _kind_condition(queue: Queue) -> Q:
     return Q()
 
 
-def _filter_condition(queue: Queue) -> Q:
-    """The saved filter: run ids, site slugs, task kind, judge verdicts, label tags (all optional)."""
-    f = queue.filters or {}
-    cond = Q()
-    if f.get("runs"):
-        cond &= Q(run_id__in=[int(r) for r in f["runs"]])
-    if f.get("sites"):
-        cond &= Q(site__slug__in=list(f["sites"]))
-    if f.get("task_kind"):
-        cond &= Q(task_kind=f["task_kind"])
-    if f.get("verdicts"):
-        cond &= Q(Exists(_judgments(queue).filter(verdict__in=list(f["verdicts"]))))
-    for tag in f.get("tags") or []:
-        # JSON text match: portable across SQLite and PostgreSQL, where `contains` on JSON is not.
-        tagged = Label.objects.filter(episode=OuterRef("pk"), tags__icontains=f'"{tag}"')
-        cond &= Q(Exists(tagged))
-    return cond
+def queue_filter(queue: Queue) -> EpisodeFilter:
+    """The queue's saved filter (review/episode_filters.py), reading its judge config's verdicts."""
+    return stored_filter(queue.filters, config_id=queue.judge_config_id)
 
 
 def queue_scope(queue: Queue) -> QuerySet[Episode]:
-    """Every episode the queue covers, labelled or not, in review order."""
-    episodes = Episode.objects.filter(_kind_condition(queue) & _filter_condition(queue))
+    """Every episode the queue covers, labelled or not, in review order: explicit lists in their order, the
+    false-positive audit riskiest first (review/risk.py), the rest in run and task-file order."""
+    episodes = Episode.objects.filter(_kind_condition(queue) & condition(queue_filter(queue)))
     if queue.has_members:
         position = QueueMember.objects.filter(queue=queue, episode=OuterRef("pk")).values("position")[:1]
         return episodes.annotate(position=Subquery(position)).order_by("position", "id")
-    return episodes.order_by("id")
+    if queue.kind == Queue.Kind.FALSE_POSITIVE:
+        return episodes.annotate(risk=risk_rank(queue.judge_config_id)).order_by("risk", "run_id", "task_order", "id")
+    return episodes.order_by("run_id", "task_order", "id")
 
 
 def _label_count() -> Coalesce:

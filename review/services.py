@@ -16,16 +16,15 @@ labels in the database after any interleaving of posts, edits and adjudications.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from review import queues
+from review.episode_filters import EpisodeFilter, FilterError, condition, episode_filter_parse
+from review.final_label_rule import final_verdict_of_labels
 from review.models import (
     FinalLabel,
     FinalLabelChange,
@@ -36,7 +35,7 @@ from review.models import (
     QueueMember,
     Reservation,
 )
-from taskgen.models import Episode, JudgeConfig, Judgment
+from taskgen.models import Episode, JudgeConfig, Judgment, Run
 
 
 class ReviewError(ValueError):
@@ -50,62 +49,6 @@ def _clean_tags(tags: list[str]) -> list[str]:
         if tag and tag not in seen:
             seen.append(tag)
     return seen
-
-
-def final_verdict_of_labels(verdicts: Iterable[str]) -> str | None:
-    """The final-label rule without an adjudication: the labels' verdict when they all agree, else none."""
-    distinct = set(verdicts)
-    return distinct.pop() if len(distinct) == 1 else None
-
-
-UNSURE_RULE = ("Unsure is not a decision: an episode whose reviewers are all unsure goes to adjudication, as one "
-               "whose labels disagree does; until an adjudicator decides, its final label reads Unsure and validate "
-               "leaves it out.")
-
-
-@dataclass(frozen=True)
-class FinalLabelState:
-    """Where an episode's final label stands, in words every page shows the same way."""
-
-    code: str  # none | agreed | unsure | disagree | adjudicated
-    verdict: str | None
-    text: str
-
-    @property
-    def needs_adjudicator(self) -> bool:
-        return self.code in ("unsure", "disagree")
-
-
-def _counted(verdicts: list[str]) -> str:
-    names = dict(LabelVerdict.choices)
-    return ", ".join(f"{verdicts.count(v)} {names[v].lower()}" for v in LabelVerdict.values if v in verdicts)
-
-
-def final_label_state(*, final: FinalLabel | None, verdicts: list[str]) -> FinalLabelState:
-    """The final-label rule (module docstring, UNSURE_RULE) applied to an episode's final label and labels."""
-    if final is not None and final.adjudicated:
-        who = final.decided_by.get_username() if final.decided_by_id else "an adjudicator"
-        return FinalLabelState("adjudicated", final.verdict, f"adjudicated by {who}: {final.reason}")
-    if not verdicts:
-        return FinalLabelState("none", None, "No human label yet.")
-    agreed = final_verdict_of_labels(verdicts)
-    if agreed == LabelVerdict.UNSURE:
-        return FinalLabelState("unsure", agreed, f"Every reviewer is unsure ({len(verdicts)}): that is no "
-                                                 "decision, so an adjudicator decides.")
-    if agreed is None:
-        return FinalLabelState("disagree", None, f"The labels disagree ({_counted(verdicts)}): an adjudicator "
-                                                 "decides.")
-    n = len(verdicts)
-    return FinalLabelState("agreed", agreed, "from the reviewer's label" if n == 1 else
-                           f"from the reviewers' agreeing labels ({n})")
-
-
-def needs_adjudication() -> Q:
-    """The episodes `final_label_state` sends to an adjudicator, as a condition on Episode: labelled, not
-    adjudicated, and with no final label (labels disagree) or an Unsure one (all unsure)."""
-    settled = FinalLabel.objects.filter(episode=OuterRef("pk"), adjudicated=True)
-    decided = FinalLabel.objects.filter(episode=OuterRef("pk")).exclude(verdict=LabelVerdict.UNSURE)
-    return Q(~Exists(settled), ~Exists(decided), Exists(Label.objects.filter(episode=OuterRef("pk"))))
 
 
 def _episode_lock(episode_id: int) -> None:
@@ -205,23 +148,41 @@ BUILTIN_QUEUES = [
 
 
 def queues_builtin_ensure() -> None:
-    """Create the built-in queues once (cheap when they exist: one query)."""
-    have = set(Queue.objects.filter(builtin=True).values_list("kind", flat=True))
-    for kind, name, blind in BUILTIN_QUEUES:
-        if kind not in have:
+    """Give every run its own built-in queues (cheap when they exist: one query)."""
+    have = set(Queue.objects.filter(builtin=True).values_list("run_id", "kind"))
+    for run_id in Run.objects.order_by("pk").values_list("pk", flat=True):
+        for kind, name, blind in BUILTIN_QUEUES:
+            if (run_id, kind) in have:
+                continue
             try:
                 with transaction.atomic():
-                    Queue.objects.create(kind=kind, name=name, builtin=True, blind=blind)
+                    Queue.objects.create(kind=kind, name=name, builtin=True, blind=blind, run_id=run_id,
+                                         filters={"runs": [run_id]})
             except IntegrityError:
                 pass  # another request made it at the same moment
 
 
-def queue_create_from_filters(*, name: str, filters: dict, user, labels_needed: int = 1, blind: bool = False,
-                              judge_config_id: int | None = None) -> Queue:
-    """Save a filter (runs, sites, task_kind, verdicts, tags) as a queue."""
+FILTER_QUEUE_KINDS = (Queue.Kind.FILTER, Queue.Kind.FALSE_POSITIVE, Queue.Kind.DISAGREE, Queue.Kind.INCONSISTENT,
+                      Queue.Kind.NO_VERDICT)
+
+
+def _checked_filter(filters, judge_config_id: int | None) -> EpisodeFilter:
+    try:
+        return episode_filter_parse(filters, config_id=judge_config_id)
+    except FilterError as exc:
+        raise ReviewError(str(exc)) from exc
+
+
+def queue_create_from_filters(*, name: str, filters, user, labels_needed: int = 1, blind: bool = False,
+                              judge_config_id: int | None = None, kind: str = Queue.Kind.FILTER) -> Queue:
+    """Save a filter (review/episode_filters.py: runs, sites, kind, verdicts, verifier, label state, ...) as a
+    queue of every matching episode, or as an audit queue (false-positive audit, ...) over those episodes.
+    Unknown values (a site or run that does not exist) are refused, never saved."""
     _check_queue_args(name=name, labels_needed=labels_needed, judge_config_id=judge_config_id)
-    kept = {k: v for k, v in filters.items() if k in {"runs", "sites", "task_kind", "verdicts", "tags"} and v}
-    return Queue.objects.create(name=name.strip(), kind=Queue.Kind.FILTER, filters=kept, created_by=user,
+    if kind not in FILTER_QUEUE_KINDS:
+        raise ReviewError(f"unknown queue kind {kind!r}")
+    checked = _checked_filter(filters, judge_config_id)
+    return Queue.objects.create(name=name.strip(), kind=kind, filters=checked.as_stored(), created_by=user,
                                 labels_needed=labels_needed, blind=blind, judge_config_id=judge_config_id)
 
 
@@ -250,11 +211,12 @@ def queue_create_sample(*, name: str, per_verdict: int, user, judge_config_id: i
     _check_queue_args(name=name, labels_needed=labels_needed, judge_config_id=judge_config_id)
     if per_verdict < 1:
         raise ReviewError("a sample needs at least one episode per verdict")
-    queue = Queue.objects.create(name=name.strip(), kind=Queue.Kind.SAMPLE, created_by=user, filters=filters or {},
-                                 sample_size=per_verdict, labels_needed=labels_needed, blind=blind,
-                                 judge_config_id=judge_config_id)
+    checked = _checked_filter(filters or {}, judge_config_id)
+    queue = Queue.objects.create(name=name.strip(), kind=Queue.Kind.SAMPLE, created_by=user,
+                                 filters=checked.as_stored(), sample_size=per_verdict, labels_needed=labels_needed,
+                                 blind=blind, judge_config_id=judge_config_id)
     population: dict[str, list[int]] = {}
-    scope = Episode.objects.filter(queues._filter_condition(queue))
+    scope = Episode.objects.filter(condition(checked))
     for stratum in queues.SAMPLE_STRATA:
         judged = Judgment.objects.filter(verdict=stratum)
         if judge_config_id:

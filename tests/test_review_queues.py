@@ -20,7 +20,7 @@ from review.services import (
     queue_take_next,
     queues_builtin_ensure,
 )
-from taskgen.models import VerifierResult
+from taskgen.models import Run, VerifierResult
 from tests.factories import EpisodeFactory, JudgmentFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -32,12 +32,19 @@ def _fast_passwords(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+def _run() -> Run:
+    return Run.objects.get_or_create(name="audited")[0]
+
+
 def _builtin(kind: str) -> Queue:
+    """The built-in queue of this kind for the run the test's episodes are in (each run has its own)."""
     queues_builtin_ensure()
-    return Queue.objects.get(builtin=True, kind=kind)
+    return Queue.objects.get(builtin=True, kind=kind, run=_run())
 
 
 def _judged(verdict: str, **kwargs):
+    if "episode" not in kwargs:
+        kwargs["episode"] = EpisodeFactory(run=_run())
     return JudgmentFactory(verdict=verdict, **kwargs).episode
 
 
@@ -55,7 +62,7 @@ def test_builtin_queues_for_disagreement_inconsistency_and_no_verdict():
     VerifierResult.objects.create(episode=fp, ok=False, source="results.jsonl")
     agree = _judged("SUCCESS")
     VerifierResult.objects.create(episode=agree, ok=True, source="results.jsonl")
-    odd = JudgmentFactory(verdict="SUCCESS", inconsistent=True).episode
+    odd = _judged("SUCCESS", inconsistent=True)
     silent = _judged("NONE")
     assert list(queues.queue_scope(_builtin(Queue.Kind.DISAGREE))) == [fp]
     assert list(queues.queue_scope(_builtin(Queue.Kind.INCONSISTENT))) == [odd]
@@ -64,7 +71,7 @@ def test_builtin_queues_for_disagreement_inconsistency_and_no_verdict():
 
 def test_saved_filter_selects_by_run_site_kind_verdict_and_tag():
     target = _judged("SUCCESS")
-    _judged("SUCCESS")
+    _judged("SUCCESS", episode=EpisodeFactory())  # another run
     other_run = _judged("NOT SUCCESS", episode=EpisodeFactory(run=target.run))
     label_set(episode=target, reviewer=UserFactory(role="reviewer"), verdict="UNSURE", tags=["evidence misread"])
     user = UserFactory(role="reviewer")

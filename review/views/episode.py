@@ -9,9 +9,10 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from review import workbench
+from review.final_label_rule import UNSURE_RULE, final_label_state
 from review.models import LabelVerdict, Queue, Reservation
 from review.roles import Role, has_role, require_role
-from review.services import UNSURE_RULE, ReviewError, final_label_adjudicate, final_label_state, label_set
+from review.services import ReviewError, final_label_adjudicate, label_set
 from review.workbench_steps import episode_steps, screen_text_kind
 from taskgen.models import Episode
 

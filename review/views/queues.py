@@ -10,13 +10,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from review import queues
+from review.episode_filters import describe, filter_form_choices
+from review.final_label_rule import UNSURE_RULE, final_label_state, needs_adjudication
 from review.models import Label, LabelVerdict, Queue, Reservation
+from review.risk import risk_reasons
 from review.roles import Role, require_role
 from review.services import (
-    UNSURE_RULE,
     ReviewError,
-    final_label_state,
-    needs_adjudication,
     queue_create_from_episodes,
     queue_create_from_filters,
     queue_create_sample,
@@ -24,7 +24,7 @@ from review.services import (
     queues_builtin_ensure,
     reservation_release,
 )
-from taskgen.models import Episode, JudgeConfig, Run, Task
+from taskgen.models import Episode
 
 
 @require_GET
@@ -33,18 +33,18 @@ def queue_list(request: HttpRequest) -> HttpResponse:
     queues_builtin_ensure()
     # Progress is counted per queue by `queue_progress_cell`, loaded by htmx: on a large database each count takes
     # a scan, and the list should show at once.
-    context = {"queues": Queue.objects.select_related("judge_config"), "runs": Run.objects.only("id", "name"),
-               "configs": JudgeConfig.objects.all(),
-               "task_kinds": Task.Kind.choices, "verdicts": ["SUCCESS", "NOT SUCCESS", "NONE"]}
+    all_queues = list(Queue.objects.select_related("judge_config", "run").order_by("-run__created_at", "run_id",
+                                                                                    "-builtin", "name", "id"))
+    context = {"builtin_by_run": _by_run([q for q in all_queues if q.builtin]),
+               "saved": [q for q in all_queues if not q.builtin], **filter_form_choices()}
     return render(request, "review/queue_list.html", context)
 
 
-def _filters_from(post) -> dict:
-    split = [s.strip() for s in post.get("sites", "").split(",") if s.strip()]
-    tags = [t.strip() for t in post.get("tags", "").split(",") if t.strip()]
-    runs = [r for r in (_int(v, 0) for v in post.getlist("runs")) if r]
-    return {"runs": runs, "sites": split, "task_kind": post.get("task_kind", ""),
-            "verdicts": post.getlist("verdicts"), "tags": tags}
+def _by_run(builtin: list[Queue]) -> list[tuple]:
+    runs: dict[int, tuple] = {}
+    for queue in builtin:
+        runs.setdefault(queue.run_id, (queue.run, []))[1].append(queue)
+    return list(runs.values())
 
 
 def _int(value: str | None, default: int) -> int:
@@ -74,10 +74,10 @@ def _create_and_open(request: HttpRequest, create, **kwargs) -> HttpResponse:
 def queue_create(request: HttpRequest) -> HttpResponse:
     post = request.POST
     common = {**_queue_options(request, default_name=""), "judge_config_id": _int(post.get("judge_config"), 0) or None,
-              "filters": _filters_from(post)}
+              "filters": post}
     if post.get("kind") == "sample":
         return _create_and_open(request, queue_create_sample, per_verdict=_int(post.get("per_verdict"), 0), **common)
-    return _create_and_open(request, queue_create_from_filters, **common)
+    return _create_and_open(request, queue_create_from_filters, kind=post.get("kind") or Queue.Kind.FILTER, **common)
 
 
 @require_GET
@@ -102,14 +102,17 @@ def queue_from_episodes(request: HttpRequest) -> HttpResponse:
 @require_GET
 @require_role(Role.VIEWER)
 def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    queue = get_object_or_404(Queue.objects.select_related("judge_config"), pk=pk)
-    upcoming = list(queues.queue_open(queue).select_related("task", "site")
-                    .only("id", "task__task_id", "task__instruction", "site__slug")[:50])
+    queue = get_object_or_404(Queue.objects.select_related("judge_config", "run"), pk=pk)
+    upcoming = list(queues.queue_open(queue).select_related("task", "site", "run")
+                    .only("id", "task__task_id", "task__instruction", "site__slug", "run__name")[:50])
     held = dict(Reservation.objects.filter(queue=queue, episode__in=[e.pk for e in upcoming])
                 .values_list("episode_id", "reviewer__username"))
+    reasons = risk_reasons([e.pk for e in upcoming], queue.judge_config_id)
     for episode in upcoming:
-        episode.held_by = held.get(episode.pk)
-    context = {"queue": queue, "progress": queues.queue_progress(queue), "upcoming": upcoming}
+        episode.held_by, episode.reasons = held.get(episode.pk), reasons.get(episode.pk, [])
+    context = {"queue": queue, "progress": queues.queue_progress(queue), "upcoming": upcoming,
+               "filter_words": describe(queues.queue_filter(queue)),
+               "risk_ordered": queue.kind == Queue.Kind.FALSE_POSITIVE}
     return render(request, "review/queue_detail.html", context)
 
 

@@ -1,0 +1,226 @@
+"""One filter vocabulary for episodes: the run table's URL, a saved queue's filters and the queue form all read it.
+
+A filter is checked once at the edge (`episode_filter_parse`): an unknown site, run, verdict or state is refused with
+a message naming it, never saved or silently ignored. It is stored on a queue as a plain dict (`as_stored`), shown in
+words (`describe`), and turned into one condition on Episode (`condition`): every part an Exists over Episode, never a
+join, so a queue's queryset can still be locked with SELECT ... FOR UPDATE SKIP LOCKED.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import Exists, OuterRef, Q, QuerySet
+
+from review.final_label_rule import needs_adjudication
+from review.models import FinalLabel, Label, LabelVerdict
+from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, Task, VerifierResult
+
+VERDICTS = {"SUCCESS": "SUCCESS", "NOT SUCCESS": "NOT SUCCESS", "NONE": "no verdict", "UNJUDGED": "not judged"}
+VERIFIER = {"pass": "passed", "fail": "failed", "none": "no verifier"}
+LABEL_STATES = {"unlabelled": "no label yet", "labelled": "labelled", "adjudicate": "waiting for an adjudicator",
+                "final-success": "final label Success", "final-not-success": "final label Not success",
+                "final-unsure": "final label Unsure"}
+TASK_KINDS = dict(Task.Kind.choices)
+STORED_KEYS = ("runs", "sites", "task_kind", "verdicts", "verifier", "label_state", "disagree", "unsupported",
+               "search", "tags")
+
+
+class FilterError(ValueError):
+    """A filter naming something that does not exist; the message lists every such value."""
+
+
+@dataclass
+class EpisodeFilter:
+    """Which episodes to show or queue. `config_id` is whose verdicts the verdict, disagreement and unsupported
+    parts read (None: any judge config's)."""
+
+    runs: list[int] = field(default_factory=list)
+    sites: list[str] = field(default_factory=list)
+    task_kind: str = ""
+    verdicts: list[str] = field(default_factory=list)
+    verifier: str = ""
+    label_state: str = ""
+    disagree: bool = False
+    unsupported: bool = False
+    search: str = ""
+    tags: list[str] = field(default_factory=list)
+    config_id: int | None = None
+
+    def as_stored(self) -> dict:
+        """The filter as a queue keeps it: only what is set."""
+        return {key: getattr(self, key) for key in STORED_KEYS if getattr(self, key)}
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.as_stored()
+
+
+def _split(data, name: str) -> list[str]:
+    """A field given as repeated values, comma-separated text, or both."""
+    values = data.getlist(name) if hasattr(data, "getlist") else data.get(name) or []
+    values = values if isinstance(values, list) else [values]
+    return list(dict.fromkeys(v.strip() for value in values for v in str(value).split(",") if v.strip()))
+
+
+def _flag(data, name: str) -> bool:
+    value = data.get(name)
+    return value is True or str(value).lower() in ("1", "on", "true", "yes")
+
+
+def _one_of(value: str, choices: dict, what: str, errors: list[str]) -> str:
+    if value and value not in choices:
+        errors.append(f"unknown {what} {value!r}: use one of {', '.join(choices)}")
+        return ""
+    return value
+
+
+def _known(values: list, found: set, what: str, errors: list[str]) -> list:
+    if missing := [v for v in values if v not in found]:
+        errors.append(f"no {what} {', '.join(map(str, missing[:10]))}")
+    return [v for v in values if v in found]
+
+
+def episode_filter_parse(data, *, config_id: int | None = None) -> EpisodeFilter:
+    """A filter from a query string, a form or a stored dict; FilterError names every unknown value."""
+    errors: list[str] = []
+    raw_runs = _split(data, "runs")
+    runs = [int(r) for r in raw_runs if r.isdigit() and len(r) < 15]
+    errors += [f"no run {r!r}" for r in raw_runs if not (r.isdigit() and len(r) < 15)]
+    runs = _known(runs, set(Run.objects.filter(pk__in=runs).values_list("pk", flat=True)), "run", errors)
+    sites = _split(data, "sites")
+    sites = _known(sites, set(Site.objects.filter(slug__in=sites).values_list("slug", flat=True)), "site", errors)
+    verdicts = [v for v in _split(data, "verdicts") if _one_of(v, VERDICTS, "judge verdict", errors)]
+    found = EpisodeFilter(
+        runs=runs, sites=sites, verdicts=verdicts, tags=_split(data, "tags"), config_id=config_id,
+        task_kind=_one_of(str(data.get("task_kind") or ""), TASK_KINDS, "task kind", errors),
+        verifier=_one_of(str(data.get("verifier") or ""), VERIFIER, "verifier state", errors),
+        label_state=_one_of(str(data.get("label_state") or ""), LABEL_STATES, "label state", errors),
+        disagree=_flag(data, "disagree"), unsupported=_flag(data, "unsupported"),
+        search=" ".join(str(data.get("search") or "").split())[:200])
+    if config_id is not None and not JudgeConfig.objects.filter(pk=config_id).exists():
+        errors.append(f"no judge config with id {config_id}")
+    if errors:
+        raise FilterError("; ".join(errors))
+    return found
+
+
+def _judgments(config_id: int | None) -> QuerySet[Judgment]:
+    rows = Judgment.objects.filter(episode=OuterRef("pk"))
+    return rows.filter(config_id=config_id) if config_id else rows
+
+
+def judge_disagrees_with_verifier(config_id: int | None) -> Q:
+    """The judge (this config, or any) says SUCCESS where the verifier failed, or NOT SUCCESS where it passed."""
+    verifier = VerifierResult.objects.filter(episode=OuterRef("pk"))
+    judged = _judgments(config_id)
+    said_yes = Exists(judged.filter(verdict=Judgment.Verdict.SUCCESS)) & Exists(verifier.filter(ok=False))
+    said_no = Exists(judged.filter(verdict=Judgment.Verdict.NOT_SUCCESS)) & Exists(verifier.filter(ok=True))
+    return Q(said_yes) | Q(said_no)
+
+
+def _verdict_condition(verdicts: list[str], config_id: int | None) -> Q:
+    cond = Q(Exists(_judgments(config_id).filter(verdict__in=[v for v in verdicts if v != "UNJUDGED"])))
+    return cond | Q(~Exists(_judgments(config_id))) if "UNJUDGED" in verdicts else cond
+
+
+def _verifier_condition(state: str) -> Q:
+    verifier = VerifierResult.objects.filter(episode=OuterRef("pk"))
+    if state == "none":
+        return Q(~Exists(verifier))
+    return Q(Exists(verifier.filter(ok=state == "pass")))
+
+
+def _label_condition(state: str) -> Q:
+    labels, finals = Label.objects.filter(episode=OuterRef("pk")), FinalLabel.objects.filter(episode=OuterRef("pk"))
+    final_verdicts = {"final-success": LabelVerdict.SUCCESS, "final-not-success": LabelVerdict.NOT_SUCCESS,
+                      "final-unsure": LabelVerdict.UNSURE}
+    if state == "unlabelled":
+        return Q(~Exists(labels))
+    if state == "labelled":
+        return Q(Exists(labels))
+    if state == "adjudicate":
+        return needs_adjudication()
+    return Q(Exists(finals.filter(verdict=final_verdicts[state])))
+
+
+def condition(f: EpisodeFilter) -> Q:
+    """The filter as one condition on Episode."""
+    cond = Q()
+    if f.runs:
+        cond &= Q(run_id__in=f.runs)
+    if f.sites:
+        cond &= Q(site__slug__in=f.sites)
+    if f.task_kind:
+        cond &= Q(task_kind=f.task_kind)
+    if f.verdicts:
+        cond &= _verdict_condition(f.verdicts, f.config_id)
+    if f.verifier:
+        cond &= _verifier_condition(f.verifier)
+    if f.label_state:
+        cond &= _label_condition(f.label_state)
+    if f.disagree:
+        cond &= judge_disagrees_with_verifier(f.config_id)
+    if f.unsupported:
+        cond &= Q(Exists(_judgments(f.config_id).filter(unsupported_citations__gt=0)))
+    if f.search:
+        cond &= Q(task__task_id__icontains=f.search) | Q(task__instruction__icontains=f.search)
+    for tag in f.tags:
+        # JSON text match: portable across SQLite and PostgreSQL, where `contains` on JSON is not.
+        cond &= Q(Exists(Label.objects.filter(episode=OuterRef("pk"), tags__icontains=f'"{tag}"')))
+    return cond
+
+
+def describe(f: EpisodeFilter) -> list[str]:
+    """The filter in words, one phrase per part (empty: every episode)."""
+    words = []
+    if f.runs:
+        names = dict(Run.objects.filter(pk__in=f.runs).values_list("pk", "name"))
+        words.append("run " + ", ".join(names.get(r, f"#{r} (deleted)") for r in f.runs))
+    if f.sites:
+        words.append("site " + ", ".join(f.sites))
+    if f.task_kind:
+        words.append(f"{TASK_KINDS[f.task_kind]} tasks")
+    if f.verdicts:
+        words.append("judge said " + " or ".join(VERDICTS[v] for v in f.verdicts))
+    if f.verifier:
+        words.append(f"verifier {VERIFIER[f.verifier]}")
+    if f.label_state:
+        words.append(LABEL_STATES[f.label_state])
+    if f.disagree:
+        words.append("judge and verifier disagree")
+    if f.unsupported:
+        words.append("the judge cites evidence that is not there")
+    if f.search:
+        words.append(f"task id or instruction contains “{f.search}”")
+    if f.tags:
+        words.append("labels tagged " + ", ".join(f.tags))
+    return words
+
+
+def stored_filter(filters: dict | None, *, config_id: int | None = None) -> EpisodeFilter:
+    """A queue's stored filter read back (values are not checked again: a deleted run simply matches nothing)."""
+    data = filters or {}
+
+    def known(key: str, choices: dict) -> str:
+        return value if (value := str(data.get(key) or "")) in choices else ""
+
+    return EpisodeFilter(
+        runs=[int(r) for r in data.get("runs") or [] if str(r).isdigit()], sites=list(data.get("sites") or []),
+        task_kind=known("task_kind", TASK_KINDS), verdicts=[v for v in data.get("verdicts") or [] if v in VERDICTS],
+        verifier=known("verifier", VERIFIER), label_state=known("label_state", LABEL_STATES),
+        disagree=bool(data.get("disagree")), unsupported=bool(data.get("unsupported")),
+        search=str(data.get("search") or ""), tags=list(data.get("tags") or []), config_id=config_id)
+
+
+def episodes_filtered(f: EpisodeFilter) -> QuerySet[Episode]:
+    return Episode.objects.filter(condition(f))
+
+
+def filter_form_choices() -> dict:
+    """What a filter form offers: the runs, sites and judge configs there are, and the fixed choices."""
+    return {"runs": Run.objects.only("id", "name").order_by("-created_at"),
+            "sites": Site.objects.filter(Exists(Episode.objects.filter(site=OuterRef("pk")))).values_list("slug",
+                                                                                                          flat=True),
+            "configs": JudgeConfig.objects.order_by("provider", "model", "prompt_version"),
+            "task_kinds": TASK_KINDS, "verdict_choices": VERDICTS, "verifier_choices": VERIFIER,
+            "label_states": LABEL_STATES}

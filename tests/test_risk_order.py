@@ -1,0 +1,59 @@
+"""The false-positive audit serves the riskiest judged successes first, each with the reason for its rank."""
+from __future__ import annotations
+
+import pytest
+
+from review import queues
+from review.models import Queue
+from review.risk import risk_reasons
+from review.services import queues_builtin_ensure
+from taskgen.models import VerifierResult
+from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, TaskFactory
+
+pytestmark = pytest.mark.django_db
+LOG = [{"method": "GET", "path": "/sites/shop/", "status": 200}]
+
+
+def _success(run, *, kind="info", changes=None, log=LOG, **judgment):
+    episode = EpisodeFactory(run=run, task=TaskFactory(task_kind=kind), request_log=log,
+                             data_changes=changes if changes is not None else [{"collection": "cart", "op": "create"}])
+    JudgmentFactory(episode=episode, verdict="SUCCESS", **judgment)
+    return episode
+
+
+def test_the_audit_is_ordered_by_risk_and_scoped_to_its_run():
+    run, other_run = RunFactory(name="sandbox-demo"), RunFactory(name="om2w")
+    plain = _success(run)
+    verifier_says_no = _success(run)
+    VerifierResult.objects.create(episode=verifier_says_no, ok=False, source="sandbox")
+    second_judge_says_no = _success(run)
+    JudgmentFactory(episode=second_judge_says_no, config=JudgeConfigFactory(provider="gemini", model="g"),
+                    verdict="NOT SUCCESS")
+    no_change = _success(run, kind="action", changes=[])
+    live_web_action = _success(run, kind="action", changes=[], log=[])  # no server evidence at all: not a risk
+    unsupported = _success(run, unsupported_citations=2)
+    inconsistent = _success(run, inconsistent=True)
+    _success(other_run)  # another run's episode is not in this run's audit
+    queues_builtin_ensure()
+    audit = Queue.objects.get(builtin=True, kind=Queue.Kind.FALSE_POSITIVE, run=run)
+    order = list(queues.queue_open(audit))
+    assert order == [inconsistent, unsupported, no_change, verifier_says_no, second_judge_says_no, plain,
+                     live_web_action]
+    reasons = risk_reasons([e.pk for e in order], None)
+    assert reasons[inconsistent.pk] == ["the verdict contradicts its own parts"]
+    assert reasons[unsupported.pk] == ["the judge cites evidence that is not there (2 citations)"]
+    assert reasons[no_change.pk] == ["an action task whose session changed no data"]
+    assert reasons[verifier_says_no.pk] == ["the verifier says otherwise"]
+    assert reasons[second_judge_says_no.pk] == ["another judge config says otherwise"]
+    assert reasons[plain.pk] == reasons[live_web_action.pk] == []
+    assert Queue.objects.filter(builtin=True, run=other_run).count() == 4
+
+
+def test_the_queue_page_shows_each_items_reason(reviewer_client):
+    run = RunFactory()
+    _success(run, inconsistent=True)
+    queues_builtin_ensure()
+    audit = Queue.objects.get(builtin=True, kind=Queue.Kind.FALSE_POSITIVE, run=run)
+    html = reviewer_client.get(audit.get_absolute_url()).content.decode()
+    assert "the verdict contradicts its own parts" in html and "riskiest first" in html
+    assert f"run {run.name}" in html and "{&#x27;runs&#x27;" not in html  # the filter in words, not a dict
