@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 
-from taskgen.models import Episode, Export, PipelineRun, Run, Screenshot
+from taskgen.models import Export, PipelineRun, Run, Screenshot
 
 # Steps in numeric order, then the final screen; row images (training copies) are not the episode's evidence.
 _SCREEN_ORDER = Case(When(kind=Screenshot.Kind.STEP, then=Value(0)), default=Value(1), output_field=IntegerField())
@@ -15,17 +15,6 @@ def runs_with_counts() -> QuerySet[Run]:
         verified_count=Count("episodes__verifier_result", distinct=True),
         judged_count=Count("episodes", filter=Q(episodes__judgments__isnull=False), distinct=True),
     ).order_by("-created_at")
-
-
-def run_episodes(run: Run) -> QuerySet[Episode]:
-    return (
-        Episode.objects.filter(run=run)
-        .select_related("task", "site", "verifier_result")
-        .annotate(screenshot_count=Count("screenshots", filter=~Q(screenshots__kind=Screenshot.Kind.ROW)))
-        .only("id", "run_id", "task_order", "status", "steps", "row_count", "task__task_id", "task__instruction",
-              "site__slug", "task_kind", "verifier_result__ok", "verifier_result__source")
-        .order_by("task_order", "id")
-    )
 
 
 def episode_screens() -> QuerySet[Screenshot]:

@@ -3,14 +3,19 @@ the review workbench, in review/views/episode.py."""
 from __future__ import annotations
 
 from django.core.paginator import Paginator
+from django.db.models import Exists, OuterRef
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from review import selectors
+from review.episode_filters import EpisodeFilter, FilterError, describe, episode_filter_parse, filter_form_choices
+from review.risk import risk_reasons
 from review.roles import Role, require_role
+from review.run_table import agreement_text, run_columns, run_table, screenshot_counts, sort_parse
 from taskgen.blobs import BlobError, blob_path, blob_thumbnail_file
-from taskgen.models import Blob, Run
+from taskgen.models import Blob, JudgeConfig, Judgment, Run
+from taskgen.stages.validate import default_config
 
 BLOB_CACHE = "private, max-age=31536000, immutable"  # names are content hashes: they never change
 
@@ -21,12 +26,56 @@ def run_list(request: HttpRequest) -> HttpResponse:
     return render(request, "review/run_list.html", {"runs": selectors.runs_with_counts()})
 
 
+def _configs(run: Run) -> list[JudgeConfig]:
+    judged = Judgment.objects.filter(config=OuterRef("pk"), episode__run=run)
+    return list(JudgeConfig.objects.filter(Exists(judged)).order_by("provider", "model", "id"))
+
+
+def _config(run: Run, raw: str | None, configs: list[JudgeConfig]) -> JudgeConfig | None:
+    """The judge config whose verdicts the table shows: the one asked for, else the one most used on the run."""
+    if raw and raw.isdigit() and len(raw) < 15:
+        return JudgeConfig.objects.filter(pk=int(raw)).first()
+    return configs[0] if len(configs) == 1 else default_config(runs=[run]) if configs else None
+
+
 @require_GET
 @require_role(Role.VIEWER)
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """A run's episodes to triage: columns, filters, sort and search, all in the URL (so a view can be shared or
+    saved as a queue)."""
     run = get_object_or_404(Run, pk=pk)
-    page = Paginator(selectors.run_episodes(run), 50).get_page(request.GET.get("page"))
-    return render(request, "review/run_detail.html", {"run": run, "page": page})
+    configs = _configs(run)
+    config = _config(run, request.GET.get("config"), configs)
+    sort, error = sort_parse(request.GET.get("sort")), ""
+    try:
+        f = episode_filter_parse(request.GET, config_id=config.pk if config else None)
+    except FilterError as exc:
+        f, error = EpisodeFilter(config_id=config.pk if config else None), str(exc)
+    f.runs = []  # this page is the run; a saved queue names it
+    page = Paginator(run_table(run=run, f=f, sort=sort), 50).get_page(request.GET.get("page"))
+    context = {"run": run, "page": page, "rows": _rows_with_flags(page, f.config_id), "config": config, "f": f,
+               "sort": sort, "filter_error": error, "filter_words": describe(f), "columns": run_columns(sort),
+               "configs": configs, "query": _query_without(request, "page"),
+               "sort_query": _query_without(request, "page", "sort"), "total": run.episodes.count(),
+               **filter_form_choices()}
+    return render(request, "review/run_detail.html", context)
+
+
+def _rows_with_flags(page, config_id: int | None) -> list:
+    """The page's episodes with their risk flags, screen counts and agreement in words (two queries in all)."""
+    rows = list(page)
+    reasons, screens = risk_reasons([e.pk for e in rows], config_id), screenshot_counts([e.pk for e in rows])
+    for episode in rows:
+        episode.reasons, episode.screens = reasons.get(episode.pk, []), screens.get(episode.pk, 0)
+        episode.agreement_text = agreement_text(episode.agreement)
+    return rows
+
+
+def _query_without(request: HttpRequest, *names: str) -> str:
+    query = request.GET.copy()
+    for name in names:
+        query.pop(name, None)
+    return query.urlencode()
 
 
 def _serve_blob(path, content_type: str) -> FileResponse:

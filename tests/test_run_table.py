@@ -1,0 +1,99 @@
+"""A run page to triage: columns, filters, sort and search in the URL, saved as a queue, at a fixed query count."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.urls import reverse
+
+from review.models import Queue
+from review.services import label_set
+from taskgen.models import VerifierResult
+from tests.factories import (
+    EpisodeFactory,
+    JudgeConfigFactory,
+    JudgmentFactory,
+    RunFactory,
+    SiteFactory,
+    TaskFactory,
+    UserFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run():
+    """A judged run: two false positives, a true positive, a false negative, an unjudged episode."""
+    run, config = RunFactory(name="sandbox-demo"), JudgeConfigFactory()
+    shop, mail = SiteFactory(slug="shop"), SiteFactory(slug="mail")
+    cases = [("sb-shop-017", shop, "action", "SUCCESS", False), ("sb-mail-003", mail, "action", "SUCCESS", False),
+             ("sb-shop-001", shop, "info", "SUCCESS", True), ("sb-mail-009", mail, "info", "NOT SUCCESS", True),
+             ("sb-shop-030", shop, "info", None, None)]
+    for order, (task_id, site, kind, verdict, ok) in enumerate(cases):
+        episode = EpisodeFactory(run=run, task_order=order, task=TaskFactory(
+            task_id=task_id, site=site, task_kind=kind, instruction=f"Do {task_id} with Bourbon" if order == 0 else
+            f"Do {task_id}"), request_log=[{"method": "GET", "path": "/sites/x/", "status": 200}], data_changes=[])
+        if verdict:
+            JudgmentFactory(episode=episode, config=config, verdict=verdict)
+        if ok is not None:
+            VerifierResult.objects.create(episode=episode, ok=ok, source="sandbox")
+    return run
+
+
+def _rows(html: str) -> list[str]:
+    return re.findall(r'<tr data-episode="\d+"><td class="num">\d+</td><td><a href="[^"]+">([^<]+)</a>', html)
+
+
+def test_judge_success_and_verifier_fail_shows_the_false_positives_with_their_reasons(viewer_client, run):
+    html = viewer_client.get(run.get_absolute_url(), {"verdicts": "SUCCESS", "verifier": "fail"}).content.decode()
+    assert _rows(html) == ["sb-shop-017", "sb-mail-003"]
+    assert "<strong>2</strong> of 5 episodes: judge said SUCCESS · verifier failed" in html
+    assert html.count("false positive (verifier)") == 2
+    assert "an action task whose session changed no data; the verifier says otherwise" in html
+
+
+@pytest.mark.parametrize("query, expected", [
+    ({"sort": "verdict"}, ["sb-mail-009", "sb-shop-017", "sb-mail-003", "sb-shop-001", "sb-shop-030"]),
+    ({"sort": "-task"}, ["sb-shop-030", "sb-shop-017", "sb-shop-001", "sb-mail-009", "sb-mail-003"]),
+    ({"sort": "agreement"}, ["sb-shop-017", "sb-mail-003", "sb-mail-009", "sb-shop-001", "sb-shop-030"]),
+    ({"sites": "mail", "task_kind": "info"}, ["sb-mail-009"]),
+    ({"search": "bourbon"}, ["sb-shop-017"]), ({"verdicts": "UNJUDGED"}, ["sb-shop-030"]),
+    ({"disagree": "1"}, ["sb-shop-017", "sb-mail-003", "sb-mail-009"]),
+])
+def test_filters_search_and_sort_come_from_the_url(viewer_client, run, query, expected):
+    assert _rows(viewer_client.get(run.get_absolute_url(), query).content.decode()) == expected
+
+
+def test_label_state_and_the_final_label_column(viewer_client, run):
+    episode = run.episodes.get(task__task_id="sb-shop-001")
+    label_set(episode=episode, reviewer=UserFactory(role="reviewer"), verdict="NOT SUCCESS")
+    html = viewer_client.get(run.get_absolute_url(), {"label_state": "final-not-success"}).content.decode()
+    assert _rows(html) == ["sb-shop-001"] and "false positive (final label)" in html
+
+
+def test_an_unknown_filter_value_is_said_and_nothing_is_hidden(viewer_client, run):
+    html = viewer_client.get(run.get_absolute_url(), {"sites": "atlantis"}).content.decode()
+    assert "no site atlantis" in html and len(_rows(html)) == 5
+
+
+def test_the_view_is_saved_as_a_queue_with_the_same_episodes(reviewer_client, run):
+    page = reviewer_client.get(run.get_absolute_url(), {"verdicts": "SUCCESS", "verifier": "fail"}).content.decode()
+    assert 'name="verifier" value="fail"' in page
+    response = reviewer_client.post(reverse("review:queue_create"), {
+        "name": "fps", "kind": "false-positive", "runs": run.pk, "verdicts": "SUCCESS", "verifier": "fail",
+        "task_kind": "", "label_state": "", "search": ""})
+    queue = Queue.objects.get(name="fps")
+    assert response["Location"] == queue.get_absolute_url()
+    html = reviewer_client.get(queue.get_absolute_url()).content.decode()
+    assert "run sandbox-demo · judge said SUCCESS · verifier failed" in html
+    assert "sb-shop-017" in html and "sb-mail-003" in html and "sb-shop-001" not in html
+
+
+@pytest.mark.parametrize("size", [3, 30])
+def test_the_run_page_makes_a_fixed_number_of_queries(viewer_client, django_assert_max_num_queries, size):
+    run, config = RunFactory(), JudgeConfigFactory()
+    for _ in range(size):
+        JudgmentFactory(episode=EpisodeFactory(run=run), config=config)
+    with django_assert_max_num_queries(12):
+        viewer_client.get(run.get_absolute_url(), {"sort": "-verdict", "verifier": "none", "unsupported": "1"})
