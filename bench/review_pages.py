@@ -1,11 +1,13 @@
-"""Server time of the review pages on a full database: the queue page, the episode page and a label post.
+"""Server time of the review pages on a full database: the queue page, the episode page, a label post, and the run
+page (100,000 episodes in one run) as it opens, filtered, sorted and searched.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/SCRATCH_DB .venv/bin/python bench/review_pages.py [--episodes N]
 
 Point DATABASE_URL at a scratch PostgreSQL database: the script migrates it and fills it once with N episodes (100,000
 by default) through COPY, then reuses them on later runs. The episode it opens has 30 screenshots, 300 request-log
 lines and 50 data changes. Times are measured in-process with Django's test client (server time, no network) and
-printed as p50/p95 against the issue's targets (queue page 100 ms, episode page 80 ms, label post 50 ms).
+printed as p50/p95 against the issues' targets (queue page 100 ms, episode page 80 ms, label post 50 ms, run page
+150 ms).
 """
 from __future__ import annotations
 
@@ -25,6 +27,17 @@ os.environ.setdefault("TASKGEN_MEDIA_ROOT", str(Path(tempfile.gettempdir()) / "t
 
 RUN_NAME = "bench-review-pages"
 TARGETS_MS = {"queue page": 100, "episode page": 80, "label post": 50}
+RUN_PAGE_TARGET_MS = 150
+RUN_PAGE_VIEWS = {  # what a researcher triaging the run asks for
+    "run page": {},
+    "run page: SUCCESS + verifier fail": {"verdicts": "SUCCESS", "verifier": "fail"},
+    "run page: sort by verdict": {"sort": "-verdict"},
+    "run page: sort by agreement": {"sort": "agreement"},
+    "run page: disagree, by site": {"disagree": "1", "sort": "site"},
+    "run page: unlabelled action": {"label_state": "unlabelled", "task_kind": "action", "sort": "-final"},
+    "run page: search": {"search": "item 4242"},
+    "run page: page 500": {"page": "500"},
+}
 
 
 def _copy(model, objects) -> None:
@@ -69,7 +82,7 @@ def _user(username: str):
 def _fill(n_episodes: int) -> None:
     from django.db import connection, transaction
 
-    from review.models import Label
+    from review.models import FinalLabel, Label
     from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, Task, VerifierResult
     rng = random.Random(7)
     started = time.perf_counter()
@@ -91,14 +104,18 @@ def _fill(n_episodes: int) -> None:
         parts = [{"part": "add the item", "done": True, "evidence": "POST /sites/shop/items/10; cart_items update"}]
         verdicts = ["SUCCESS"] * 5 + ["NOT SUCCESS"] * 4 + ["NONE"]
         _copy(Judgment, (Judgment(episode_id=i, config=config, verdict=rng.choice(verdicts), parts=parts,
-                                  inconsistent=rng.random() < 0.03) for i in ids))
+                                  inconsistent=rng.random() < 0.03, unsupported_citations=int(rng.random() < 0.02))
+                         for i in ids))
         _copy(VerifierResult, (VerifierResult(episode_id=i, ok=rng.random() < 0.5, source="results.jsonl")
                                for i in ids[::3]))
         reviewers = [_user(f"bench-reviewer-{n}") for n in range(5)]
-        _copy(Label, (Label(episode_id=i, reviewer=reviewers[n % 5], verdict=rng.choice(verdicts[:-1]))
-                      for n, i in enumerate(ids[1:20000:2])))
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")  # what autovacuum does soon after a bulk load; without it plans are blind
+        labelled = [(i, rng.choice(verdicts[:-1])) for i in ids[1:20000:2]]
+        _copy(Label, (Label(episode_id=i, reviewer=reviewers[n % 5], verdict=v) for n, (i, v) in enumerate(labelled)))
+        _copy(FinalLabel, (FinalLabel(episode_id=i, verdict=v) for i, v in labelled))
+    with connection.cursor() as cursor:  # outside the transaction: VACUUM cannot run inside one
+        # what autovacuum does soon after a bulk load: statistics for the planner, and the visibility map that lets
+        # a count read the index alone
+        cursor.execute("VACUUM ANALYZE")
     print(f"filled {n_episodes:,} episodes in {time.perf_counter() - started:.1f} s", flush=True)
 
 
@@ -116,7 +133,7 @@ def _heavy_episode():
     return episode
 
 
-def _time(label: str, call, repeat: int) -> None:
+def _time(label: str, call, repeat: int, target_ms: int | None = None) -> None:
     call()  # warm up: template compilation and connection setup are not what a reviewer waits for
     times = []
     for _ in range(repeat):
@@ -125,8 +142,9 @@ def _time(label: str, call, repeat: int) -> None:
         times.append((time.perf_counter() - started) * 1000)
         assert response.status_code in (200, 302), f"{label}: HTTP {response.status_code}"
     p50, p95 = statistics.median(times), statistics.quantiles(times, n=20)[-1]
-    verdict = "ok" if p95 <= TARGETS_MS[label] else "OVER TARGET"
-    print(f"{label:13s} p50 {p50:7.1f} ms   p95 {p95:7.1f} ms   target p95 <= {TARGETS_MS[label]} ms  {verdict}")
+    target = target_ms or TARGETS_MS[label]
+    verdict = "ok" if p95 <= target else "OVER TARGET"
+    print(f"{label:36s} p50 {p50:7.1f} ms   p95 {p95:7.1f} ms   target p95 <= {target} ms  {verdict}")
 
 
 def main() -> int:
@@ -153,17 +171,20 @@ def main() -> int:
         _fill(args.episodes)
     episode = _heavy_episode()
     queues_builtin_ensure()
-    queue = Queue.objects.get(builtin=True, kind=Queue.Kind.FALSE_POSITIVE)
+    run = Run.objects.get(name=RUN_NAME)
+    queue = Queue.objects.get(builtin=True, kind=Queue.Kind.FALSE_POSITIVE, run=run)
     client = Client()
     client.force_login(_user("bench-timer"))
     label_url, verdicts = reverse("review:label_post", args=[episode.pk]), iter(["SUCCESS", "NOT SUCCESS"] * 1000)
-    print(f"{Run.objects.get(name=RUN_NAME).episodes.count():,} episodes; queue '{queue.name}'; "
+    print(f"{run.episodes.count():,} episodes; queue '{queue.name}'; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (times are wall clock: a busy machine "
           f"inflates them)")
     _time("queue page", lambda: client.get(queue.get_absolute_url()), args.repeat)
     _time("episode page", lambda: client.get(f"{episode.get_absolute_url()}?queue={queue.pk}"), args.repeat)
     _time("label post", lambda: client.post(label_url, {"verdict": next(verdicts), "queue": queue.pk},
                                              HTTP_HX_REQUEST="true"), args.repeat)
+    for label, query in RUN_PAGE_VIEWS.items():
+        _time(label, lambda q=query: client.get(run.get_absolute_url(), q), args.repeat, RUN_PAGE_TARGET_MS)
     return 0
 
 

@@ -2,12 +2,14 @@
 
 A filter is checked once at the edge (`episode_filter_parse`): an unknown site, run, verdict or state is refused with
 a message naming it, never saved or silently ignored. It is stored on a queue as a plain dict (`as_stored`), shown in
-words (`describe`), and turned into one condition on Episode (`condition`): every part an Exists over Episode, never a
-join, so a queue's queryset can still be locked with SELECT ... FOR UPDATE SKIP LOCKED.
+words (`describe`), and turned into one condition on Episode (`condition`): every part a subquery over Episode, never
+a join, so a queue's queryset can still be locked with SELECT ... FOR UPDATE SKIP LOCKED.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import or_
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
@@ -104,47 +106,93 @@ def episode_filter_parse(data, *, config_id: int | None = None) -> EpisodeFilter
     return found
 
 
-def _judgments(config_id: int | None) -> QuerySet[Judgment]:
-    rows = Judgment.objects.filter(episode=OuterRef("pk"))
-    return rows.filter(config_id=config_id) if config_id else rows
+class Facts:
+    """Reads what the filters and risks test - a judgment of the config (None: any config), another config's
+    verdict, the verifier, the final label - as conditions on Episode. Three readers, one set of rules:
+    `Facts` uses uncorrelated subqueries (`id IN ...`: one hashed or indexed read however many episodes there are,
+    and no join, so a queue can still be locked); `Facts(correlated=True)` uses EXISTS (cheap for a handful of known
+    rows); `JoinedFacts` reads the joined row of a table query (`cj` = the config's judgment)."""
+
+    def __init__(self, config_id: int | None = None, *, correlated: bool = False) -> None:
+        self.config_id, self.correlated = config_id, correlated
+
+    def _holds(self, rows: QuerySet) -> Q:
+        """Episodes that have one of these rows (judgments, verifier results, final labels: each has episode_id)."""
+        if self.correlated:
+            return Q(Exists(rows.filter(episode_id=OuterRef("pk"))))
+        return Q(pk__in=rows.values("episode_id"))
+
+    def judged(self, **conditions) -> Q:
+        rows = Judgment.objects.filter(**conditions)
+        return self._holds(rows.filter(config_id=self.config_id) if self.config_id else rows)
+
+    def judged_by_another(self, verdict: str) -> Q:
+        rows = Judgment.objects.filter(verdict=verdict)
+        return self._holds(rows.exclude(config_id=self.config_id) if self.config_id else rows)
+
+    def unjudged(self) -> Q:
+        return ~self.judged()
+
+    def verifier(self, ok: bool) -> Q:
+        return self._holds(VerifierResult.objects.filter(ok=ok))
+
+    def no_verifier(self) -> Q:
+        return ~self._holds(VerifierResult.objects.all())
+
+    def final(self, verdict: str) -> Q:
+        return self._holds(FinalLabel.objects.filter(verdict=verdict))
 
 
-def judge_disagrees_with_verifier(config_id: int | None) -> Q:
-    """The judge (this config, or any) says SUCCESS where the verifier failed, or NOT SUCCESS where it passed."""
-    verifier = VerifierResult.objects.filter(episode=OuterRef("pk"))
-    judged = _judgments(config_id)
-    said_yes = Exists(judged.filter(verdict=Judgment.Verdict.SUCCESS)) & Exists(verifier.filter(ok=False))
-    said_no = Exists(judged.filter(verdict=Judgment.Verdict.NOT_SUCCESS)) & Exists(verifier.filter(ok=True))
-    return Q(said_yes) | Q(said_no)
+class JoinedFacts(Facts):
+    """The same facts read from a row that joins `cj` (the config's judgment), the verifier result and the final
+    label (review/run_table.py): sorting and filtering one run's table then costs one pass over its rows."""
+
+    def judged(self, **conditions) -> Q:
+        return Q(**{f"cj__{name}": value for name, value in conditions.items()}) if conditions else Q(
+            cj__id__isnull=False)
+
+    def unjudged(self) -> Q:
+        return Q(cj__id__isnull=True)
+
+    def verifier(self, ok: bool) -> Q:
+        return Q(verifier_result__ok=ok)
+
+    def no_verifier(self) -> Q:
+        return Q(verifier_result__isnull=True)
+
+    def final(self, verdict: str) -> Q:
+        return Q(final_label__verdict=verdict)
 
 
-def _verdict_condition(verdicts: list[str], config_id: int | None) -> Q:
-    cond = Q(Exists(_judgments(config_id).filter(verdict__in=[v for v in verdicts if v != "UNJUDGED"])))
-    return cond | Q(~Exists(_judgments(config_id))) if "UNJUDGED" in verdicts else cond
+def judge_disagrees_with_verifier(facts: Facts) -> Q:
+    """The judge says SUCCESS where the verifier failed, or NOT SUCCESS where it passed."""
+    return (facts.judged(verdict=Judgment.Verdict.SUCCESS) & facts.verifier(False)) | (
+        facts.judged(verdict=Judgment.Verdict.NOT_SUCCESS) & facts.verifier(True))
 
 
-def _verifier_condition(state: str) -> Q:
-    verifier = VerifierResult.objects.filter(episode=OuterRef("pk"))
-    if state == "none":
-        return Q(~Exists(verifier))
-    return Q(Exists(verifier.filter(ok=state == "pass")))
+def _verdict_condition(verdicts: list[str], facts: Facts) -> Q:
+    judged = [v for v in verdicts if v != "UNJUDGED"]
+    parts = ([facts.judged(verdict__in=judged)] if judged else []) + ([facts.unjudged()] if "UNJUDGED" in verdicts
+                                                                     else [])
+    return reduce(or_, parts)
 
 
-def _label_condition(state: str) -> Q:
-    labels, finals = Label.objects.filter(episode=OuterRef("pk")), FinalLabel.objects.filter(episode=OuterRef("pk"))
+def _label_condition(state: str, facts: Facts) -> Q:
+    labelled = Q(pk__in=Label.objects.values("episode_id"))
     final_verdicts = {"final-success": LabelVerdict.SUCCESS, "final-not-success": LabelVerdict.NOT_SUCCESS,
                       "final-unsure": LabelVerdict.UNSURE}
     if state == "unlabelled":
-        return Q(~Exists(labels))
+        return ~labelled
     if state == "labelled":
-        return Q(Exists(labels))
+        return labelled
     if state == "adjudicate":
         return needs_adjudication()
-    return Q(Exists(finals.filter(verdict=final_verdicts[state])))
+    return facts.final(final_verdicts[state])
 
 
-def condition(f: EpisodeFilter) -> Q:
-    """The filter as one condition on Episode."""
+def condition(f: EpisodeFilter, *, joined: bool = False) -> Q:
+    """The filter as one condition on Episode; `joined` reads the row that review/run_table.py joins."""
+    facts = JoinedFacts(f.config_id) if joined else Facts(f.config_id)
     cond = Q()
     if f.runs:
         cond &= Q(run_id__in=f.runs)
@@ -153,20 +201,20 @@ def condition(f: EpisodeFilter) -> Q:
     if f.task_kind:
         cond &= Q(task_kind=f.task_kind)
     if f.verdicts:
-        cond &= _verdict_condition(f.verdicts, f.config_id)
+        cond &= _verdict_condition(f.verdicts, facts)
     if f.verifier:
-        cond &= _verifier_condition(f.verifier)
+        cond &= facts.no_verifier() if f.verifier == "none" else facts.verifier(f.verifier == "pass")
     if f.label_state:
-        cond &= _label_condition(f.label_state)
+        cond &= _label_condition(f.label_state, facts)
     if f.disagree:
-        cond &= judge_disagrees_with_verifier(f.config_id)
+        cond &= judge_disagrees_with_verifier(facts)
     if f.unsupported:
-        cond &= Q(Exists(_judgments(f.config_id).filter(unsupported_citations__gt=0)))
+        cond &= facts.judged(unsupported_citations__gt=0)
     if f.search:
         cond &= Q(task__task_id__icontains=f.search) | Q(task__instruction__icontains=f.search)
     for tag in f.tags:
         # JSON text match: portable across SQLite and PostgreSQL, where `contains` on JSON is not.
-        cond &= Q(Exists(Label.objects.filter(episode=OuterRef("pk"), tags__icontains=f'"{tag}"')))
+        cond &= Q(pk__in=Label.objects.filter(tags__icontains=f'"{tag}"').values("episode_id"))
     return cond
 
 

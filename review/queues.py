@@ -13,9 +13,9 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet,
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from review.episode_filters import EpisodeFilter, condition, judge_disagrees_with_verifier, stored_filter
+from review.episode_filters import EpisodeFilter, Facts, condition, judge_disagrees_with_verifier, stored_filter
 from review.models import Label, Queue, QueueMember, Reservation
-from review.risk import risk_rank
+from review.risk import risk_tiers
 from taskgen.models import Episode, Judgment
 
 SAMPLE_STRATA = (Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS, Judgment.Verdict.NONE)
@@ -32,7 +32,7 @@ def _kind_condition(queue: Queue) -> Q:
     if kind == Queue.Kind.FALSE_POSITIVE:
         return Q(Exists(_judgments(queue).filter(verdict=Judgment.Verdict.SUCCESS)))
     if kind == Queue.Kind.DISAGREE:
-        return judge_disagrees_with_verifier(queue.judge_config_id)
+        return judge_disagrees_with_verifier(Facts(queue.judge_config_id))
     if kind == Queue.Kind.INCONSISTENT:
         return Q(Exists(_judgments(queue).filter(inconsistent=True)))
     if kind == Queue.Kind.NO_VERDICT:
@@ -48,15 +48,31 @@ def queue_filter(queue: Queue) -> EpisodeFilter:
 
 
 def queue_scope(queue: Queue) -> QuerySet[Episode]:
-    """Every episode the queue covers, labelled or not, in review order: explicit lists in their order, the
-    false-positive audit riskiest first (review/risk.py), the rest in run and task-file order."""
+    """Every episode the queue covers, labelled or not: explicit lists in their order, the others in run and
+    task-file order (the false-positive audit is read riskiest first through `queue_in_order`)."""
     episodes = Episode.objects.filter(_kind_condition(queue) & condition(queue_filter(queue)))
     if queue.has_members:
         position = QueueMember.objects.filter(queue=queue, episode=OuterRef("pk")).values("position")[:1]
         return episodes.annotate(position=Subquery(position)).order_by("position", "id")
-    if queue.kind == Queue.Kind.FALSE_POSITIVE:
-        return episodes.annotate(risk=risk_rank(queue.judge_config_id)).order_by("risk", "run_id", "task_order", "id")
     return episodes.order_by("run_id", "task_order", "id")
+
+
+def queue_in_order(queue: Queue, episodes: QuerySet[Episode]) -> list[QuerySet[Episode]]:
+    """The queue's episodes as parts to read in turn: the false-positive audit's risk tiers, riskiest first
+    (review/risk.py), each in run and task-file order; one part for every other queue."""
+    if queue.kind == Queue.Kind.FALSE_POSITIVE:
+        return risk_tiers(episodes, queue.judge_config_id)
+    return [episodes]
+
+
+def queue_first(queue: Queue, episodes: QuerySet[Episode], limit: int) -> list[Episode]:
+    """Up to `limit` of these episodes in the queue's order."""
+    found: list[Episode] = []
+    for part in queue_in_order(queue, episodes):
+        if len(found) >= limit:
+            break
+        found += list(part[:limit - len(found)])
+    return found
 
 
 def _label_count() -> Coalesce:

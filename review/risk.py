@@ -3,26 +3,22 @@ flags of the run table.
 
 The tiers, first match wins: the verdict contradicts its own parts; the judge cites evidence that is not there; an
 action task whose session made requests but changed no data; another judge config or the verifier says otherwise;
-then the rest. Each is a condition on Episode (Exists, never a join), so the audit queue can still be locked.
+then the rest. Each risk is defined once, as the set of episodes it holds, and read two ways: as a filter (`id IN
+(...)`, one hashed or indexed lookup however many episodes there are) when a queue takes its riskiest episodes tier
+by tier, and as a correlated EXISTS when a page explains the reasons of its few rows. Neither joins, so the audit
+queue can still be locked row by row.
 """
 from __future__ import annotations
 
-from django.db.models import (
-    BooleanField,
-    Case,
-    Exists,
-    ExpressionWrapper,
-    IntegerField,
-    OuterRef,
-    Q,
-    Subquery,
-    Value,
-    When,
-)
+from functools import reduce
+from operator import or_
 
-from review.episode_filters import judge_disagrees_with_verifier
+from django.db.models import BooleanField, ExpressionWrapper, IntegerField, OuterRef, Q, QuerySet, Subquery
+
+from review.episode_filters import Facts, judge_disagrees_with_verifier
 from taskgen.models import Episode, Judgment
 
+YES, NO = Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS
 RISKS = (
     ("inconsistent", 0, "the verdict contradicts its own parts"),
     ("unsupported", 1, "the judge cites evidence that is not there"),
@@ -30,48 +26,47 @@ RISKS = (
     ("judges_disagree", 3, "another judge config says otherwise"),
     ("verifier_disagrees", 3, "the verifier says otherwise"),
 )
-LOWEST = 4
+TIERS = 4  # 0..3 as above; the rest come last
 
 
-def _judgments(config_id: int | None):
-    rows = Judgment.objects.filter(episode=OuterRef("pk"))
-    return rows.filter(config_id=config_id) if config_id else rows
+# a live-web run records no server evidence at all: only a session that made requests can show "no change"
+_NO_CHANGE = Q(task_kind="action", data_changes=[]) & ~Q(request_log=[])
 
 
-def _judges_disagree(config_id: int | None) -> Q:
-    this = _judgments(config_id)
-    other = Judgment.objects.filter(episode=OuterRef("pk"))
-    other = other.exclude(config_id=config_id) if config_id else other
-    yes, no = Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS
-    return (Q(Exists(this.filter(verdict=yes))) & Q(Exists(other.filter(verdict=no)))) | (
-        Q(Exists(this.filter(verdict=no))) & Q(Exists(other.filter(verdict=yes))))
-
-
-def risk_conditions(config_id: int | None) -> dict[str, Q]:
-    """Each risk as a condition on Episode, for the judgments of `config_id` (None: any config's)."""
-    judged = _judgments(config_id)
+def risk_conditions(config_id: int | None, *, correlated: bool = False) -> dict[str, Q]:
+    """Each risk as a condition on Episode for the judgments of `config_id` (None: any config's): uncorrelated to
+    filter many episodes, correlated for a handful of known rows (review/episode_filters.Facts)."""
+    facts = Facts(config_id, correlated=correlated)
     return {
-        "inconsistent": Q(Exists(judged.filter(inconsistent=True))),
-        "unsupported": Q(Exists(judged.filter(unsupported_citations__gt=0))),
-        # a live-web run records no server evidence at all: only a session that made requests can show "no change"
-        "no_change": Q(task_kind="action", data_changes=[]) & ~Q(request_log=[]),
-        "judges_disagree": _judges_disagree(config_id),
-        "verifier_disagrees": judge_disagrees_with_verifier(config_id),
+        "inconsistent": facts.judged(inconsistent=True),
+        "unsupported": facts.judged(unsupported_citations__gt=0),
+        "no_change": _NO_CHANGE,
+        "judges_disagree": (facts.judged(verdict=YES) & facts.judged_by_another(NO)) | (
+            facts.judged(verdict=NO) & facts.judged_by_another(YES)),
+        "verifier_disagrees": judge_disagrees_with_verifier(facts),
     }
 
 
-def risk_rank(config_id: int | None) -> Case:
-    """0 for the riskiest tier .. LOWEST for the rest: an expression to order episodes by."""
+def risk_tiers(episodes: QuerySet[Episode], config_id: int | None) -> list[QuerySet[Episode]]:
+    """The episodes split by risk tier, riskiest tier first, each holding only the episodes no earlier tier holds:
+    taking from them in turn reads them in risk order without ranking every episode first."""
     conditions = risk_conditions(config_id)
-    return Case(*(When(conditions[name], then=Value(tier)) for name, tier, _ in RISKS), default=Value(LOWEST),
-                output_field=IntegerField())
+    tiers, earlier = [], None
+    for tier in range(TIERS):
+        cond = reduce(or_, (conditions[name] for name, risk_tier, _ in RISKS if risk_tier == tier))
+        tiers.append(episodes.filter(cond) if earlier is None else episodes.filter(cond).exclude(earlier))
+        earlier = cond if earlier is None else earlier | cond
+    tiers.append(episodes.exclude(earlier))
+    return tiers
 
 
 def risk_reasons(episode_ids: list[int], config_id: int | None) -> dict[int, list[str]]:
     """Why each of these episodes ranks where it does, in words (one query)."""
-    conditions = risk_conditions(config_id)
+    conditions = risk_conditions(config_id, correlated=True)
     flags = {name: ExpressionWrapper(cond, output_field=BooleanField()) for name, cond in conditions.items()}
-    most = _judgments(config_id).order_by("-unsupported_citations").values("unsupported_citations")[:1]
+    judged = Judgment.objects.filter(episode=OuterRef("pk"))
+    judged = judged.filter(config_id=config_id) if config_id else judged
+    most = judged.order_by("-unsupported_citations").values("unsupported_citations")[:1]
     rows = Episode.objects.filter(pk__in=episode_ids).annotate(
         n_unsupported=Subquery(most, output_field=IntegerField()), **flags).values("pk", "n_unsupported", *flags)
     out = {}

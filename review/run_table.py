@@ -76,22 +76,45 @@ def sort_parse(raw: str | None) -> Sort:
     return Sort(key, raw.startswith("-")) if key in SORTS else Sort("line", False)
 
 
-def run_table(*, run: Run, f: EpisodeFilter, sort: Sort) -> QuerySet[Episode]:
-    """The run's episodes that pass the filter, with what the table shows, in the chosen order."""
+def _joined(episodes: QuerySet[Episode], config_id: int | None, *, agreement: bool = True) -> QuerySet[Episode]:
+    episodes = episodes.annotate(cj=FilteredRelation("judgments", condition=Q(judgments__config_id=config_id)))
+    return episodes.annotate(agreement=_agreement()) if agreement else episodes
+
+
+def run_table_filtered(*, run: Run, f: EpisodeFilter, sort_key: str = "") -> QuerySet[Episode]:
+    """The run's episodes that pass the filter. The chosen config's judgment is joined as `cj` when the filter or
+    the sort reads it (then the filter reads the joined row: one pass over the run, where subqueries would each
+    read the whole judgment table); the agreement only when it is the sort."""
+    episodes = Episode.objects.filter(run=run)
+    if f.config_id is None:
+        return episodes.filter(condition(f))
+    if f.verdicts or f.disagree or f.unsupported or sort_key in ("verdict", "agreement"):
+        episodes = _joined(episodes, f.config_id, agreement=sort_key == "agreement")
+    return episodes.filter(condition(f, joined=True))
+
+
+def run_table_order(*, run: Run, f: EpisodeFilter, sort: Sort) -> QuerySet:
+    """The ids of the run's episodes that pass the filter, in the chosen order: a narrow sort (ids and the sort
+    key only), so sorting 100,000 episodes does not drag their instructions along."""
+    if f.config_id is None and sort.key in ("verdict", "agreement"):
+        sort = Sort("line", sort.descending)  # a run nobody judged has no verdicts to sort by
     expression = SORTS[sort.key][1]
     ordering = expression.desc(nulls_last=True) if sort.descending else expression.asc(nulls_last=True)
-    return (
-        Episode.objects.filter(run=run).filter(condition(f))
-        .annotate(cj=FilteredRelation("judgments", condition=Q(judgments__config_id=f.config_id)),
-                  agreement=_agreement(),
-                  judge_verdict=F("cj__verdict"), judge_inconsistent=F("cj__inconsistent"),
-                  judge_unsupported=F("cj__unsupported_citations"))
-        .select_related("task", "site", "verifier_result", "final_label")
-        .only("id", "run_id", "task_order", "status", "steps", "task_kind", "task__task_id", "task__instruction",
-              "site__slug", "verifier_result__ok", "verifier_result__source", "final_label__verdict",
-              "final_label__adjudicated")
-        .order_by(ordering, "task_order", "id")
-    )
+    episodes = run_table_filtered(run=run, f=f, sort_key=sort.key)
+    return episodes.order_by(ordering, "task_order", "id").values_list("pk", flat=True)
+
+
+def run_table_rows(episode_ids: list[int], config_id: int | None) -> list[Episode]:
+    """These episodes with what the table shows, in the order given."""
+    rows = (_joined(Episode.objects.filter(pk__in=episode_ids), config_id)
+            .annotate(judge_verdict=F("cj__verdict"), judge_inconsistent=F("cj__inconsistent"),
+                      judge_unsupported=F("cj__unsupported_citations"))
+            .select_related("task", "site", "verifier_result", "final_label")
+            .only("id", "run_id", "task_order", "status", "steps", "task_kind", "task__task_id", "task__instruction",
+                  "site__slug", "verifier_result__ok", "verifier_result__source", "final_label__verdict",
+                  "final_label__adjudicated"))
+    by_id = {row.pk: row for row in rows}
+    return [by_id[pk] for pk in episode_ids if pk in by_id]
 
 
 def screenshot_counts(episode_ids: list[int]) -> dict[int, int]:

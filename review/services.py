@@ -264,13 +264,18 @@ def queue_take_next(*, queue: Queue, reviewer, skip: int | None = None) -> Episo
 def _claim_one(*, queue: Queue, reviewer, skip: int | None):
     """One try at reserving an item: the episode, None when the queue is empty for this reviewer, False on a race."""
     with transaction.atomic():
-        candidates = queues.queue_available(queue, reviewer).exclude(pk=skip or 0)
-        if connection.features.has_select_for_update_skip_locked:
-            candidates = candidates.select_for_update(skip_locked=True, of=("self",))
-        episode = candidates.first()
+        episode = next(filter(None, (_lockable(part).first() for part in queues.queue_in_order(
+            queue, queues.queue_available(queue, reviewer).exclude(pk=skip or 0)))), None)
         if episode is None:
             return None
         return episode if _reserve(queue=queue, episode=episode, reviewer=reviewer) else False
+
+
+def _lockable(candidates):
+    """On PostgreSQL, candidate rows another reviewer is taking right now are skipped, not waited for."""
+    if connection.features.has_select_for_update_skip_locked:
+        return candidates.select_for_update(skip_locked=True, of=("self",))
+    return candidates
 
 
 def _reserve(*, queue: Queue, episode: Episode, reviewer) -> bool:

@@ -36,7 +36,7 @@ def test_the_audit_is_ordered_by_risk_and_scoped_to_its_run():
     _success(other_run)  # another run's episode is not in this run's audit
     queues_builtin_ensure()
     audit = Queue.objects.get(builtin=True, kind=Queue.Kind.FALSE_POSITIVE, run=run)
-    order = list(queues.queue_open(audit))
+    order = queues.queue_first(audit, queues.queue_open(audit), 50)
     assert order == [inconsistent, unsupported, no_change, verifier_says_no, second_judge_says_no, plain,
                      live_web_action]
     reasons = risk_reasons([e.pk for e in order], None)
@@ -57,3 +57,16 @@ def test_the_queue_page_shows_each_items_reason(reviewer_client):
     html = reviewer_client.get(audit.get_absolute_url()).content.decode()
     assert "the verdict contradicts its own parts" in html and "riskiest first" in html
     assert f"run {run.name}" in html and "{&#x27;runs&#x27;" not in html  # the filter in words, not a dict
+
+
+def test_taking_the_next_item_follows_the_risk_order():
+    from review.services import queue_take_next
+    from tests.factories import UserFactory
+
+    run = RunFactory()
+    plain, inconsistent = _success(run), _success(run, inconsistent=True)
+    queues_builtin_ensure()
+    audit = Queue.objects.get(builtin=True, kind=Queue.Kind.FALSE_POSITIVE, run=run)
+    reviewer = UserFactory(role="reviewer")
+    assert queue_take_next(queue=audit, reviewer=reviewer) == inconsistent
+    assert queue_take_next(queue=audit, reviewer=reviewer, skip=inconsistent.pk) == plain

@@ -95,5 +95,14 @@ def test_the_run_page_makes_a_fixed_number_of_queries(viewer_client, django_asse
     run, config = RunFactory(), JudgeConfigFactory()
     for _ in range(size):
         JudgmentFactory(episode=EpisodeFactory(run=run), config=config)
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(15):
         viewer_client.get(run.get_absolute_url(), {"sort": "-verdict", "verifier": "none", "unsupported": "1"})
+
+
+def test_an_unjudged_run_sorts_and_filters_without_a_config(viewer_client):
+    run = RunFactory()
+    EpisodeFactory(run=run, task=TaskFactory(task_id="only-one"))
+    for query in ({"sort": "-verdict"}, {"sort": "agreement", "verdicts": "UNJUDGED", "disagree": "1"}):
+        response = viewer_client.get(run.get_absolute_url(), query)
+        assert response.status_code == 200
+    assert _rows(viewer_client.get(run.get_absolute_url(), {"verdicts": "UNJUDGED"}).content.decode()) == ["only-one"]

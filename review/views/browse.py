@@ -3,19 +3,32 @@ the review workbench, in review/views/episode.py."""
 from __future__ import annotations
 
 from django.core.paginator import Paginator
-from django.db.models import Exists, OuterRef
+from django.db.models import Count
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from review import selectors
-from review.episode_filters import EpisodeFilter, FilterError, describe, episode_filter_parse, filter_form_choices
+from review.episode_filters import (
+    EpisodeFilter,
+    FilterError,
+    describe,
+    episode_filter_parse,
+    filter_form_choices,
+)
 from review.risk import risk_reasons
 from review.roles import Role, require_role
-from review.run_table import agreement_text, run_columns, run_table, screenshot_counts, sort_parse
+from review.run_table import (
+    agreement_text,
+    run_columns,
+    run_table_filtered,
+    run_table_order,
+    run_table_rows,
+    screenshot_counts,
+    sort_parse,
+)
 from taskgen.blobs import BlobError, blob_path, blob_thumbnail_file
 from taskgen.models import Blob, JudgeConfig, Judgment, Run
-from taskgen.stages.validate import default_config
 
 BLOB_CACHE = "private, max-age=31536000, immutable"  # names are content hashes: they never change
 
@@ -26,16 +39,15 @@ def run_list(request: HttpRequest) -> HttpResponse:
     return render(request, "review/run_list.html", {"runs": selectors.runs_with_counts()})
 
 
-def _configs(run: Run) -> list[JudgeConfig]:
-    judged = Judgment.objects.filter(config=OuterRef("pk"), episode__run=run)
-    return list(JudgeConfig.objects.filter(Exists(judged)).order_by("provider", "model", "id"))
-
-
 def _config(run: Run, raw: str | None, configs: list[JudgeConfig]) -> JudgeConfig | None:
-    """The judge config whose verdicts the table shows: the one asked for, else the one most used on the run."""
+    """The judge config whose verdicts the table shows: the one asked for, else the one that judged most of the
+    run's first episodes (a look at 200 episodes through the index, not a count over the whole run)."""
     if raw and raw.isdigit() and len(raw) < 15:
-        return JudgeConfig.objects.filter(pk=int(raw)).first()
-    return configs[0] if len(configs) == 1 else default_config(runs=[run]) if configs else None
+        return next((c for c in configs if c.pk == int(raw)), None)
+    first = run.episodes.order_by("task_order", "id").values("pk")[:200]
+    used = (Judgment.objects.filter(episode_id__in=first).values("config_id").annotate(n=Count("id"))
+            .order_by("-n", "config_id").values_list("config_id", flat=True).first())
+    return next((c for c in configs if c.pk == used), None)
 
 
 @require_GET
@@ -44,7 +56,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """A run's episodes to triage: columns, filters, sort and search, all in the URL (so a view can be shared or
     saved as a queue)."""
     run = get_object_or_404(Run, pk=pk)
-    configs = _configs(run)
+    configs = list(JudgeConfig.objects.order_by("provider", "model", "id"))  # a handful: every one is offered
     config = _config(run, request.GET.get("config"), configs)
     sort, error = sort_parse(request.GET.get("sort")), ""
     try:
@@ -52,18 +64,21 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     except FilterError as exc:
         f, error = EpisodeFilter(config_id=config.pk if config else None), str(exc)
     f.runs = []  # this page is the run; a saved queue names it
-    page = Paginator(run_table(run=run, f=f, sort=sort), 50).get_page(request.GET.get("page"))
+    paginator = Paginator(run_table_order(run=run, f=f, sort=sort), 50)
+    paginator.count = total = run.episodes.count()  # counted without the joins the rows need
+    if not f.is_empty:
+        paginator.count = run_table_filtered(run=run, f=f).count()
+    page = paginator.get_page(request.GET.get("page"))
     context = {"run": run, "page": page, "rows": _rows_with_flags(page, f.config_id), "config": config, "f": f,
                "sort": sort, "filter_error": error, "filter_words": describe(f), "columns": run_columns(sort),
                "configs": configs, "query": _query_without(request, "page"),
-               "sort_query": _query_without(request, "page", "sort"), "total": run.episodes.count(),
-               **filter_form_choices()}
+               "sort_query": _query_without(request, "page", "sort"), "total": total, **filter_form_choices()}
     return render(request, "review/run_detail.html", context)
 
 
 def _rows_with_flags(page, config_id: int | None) -> list:
-    """The page's episodes with their risk flags, screen counts and agreement in words (two queries in all)."""
-    rows = list(page)
+    """The page's episodes with their risk flags, screen counts and agreement in words (three queries in all)."""
+    rows = run_table_rows(list(page), config_id)
     reasons, screens = risk_reasons([e.pk for e in rows], config_id), screenshot_counts([e.pk for e in rows])
     for episode in rows:
         episode.reasons, episode.screens = reasons.get(episode.pk, []), screens.get(episode.pk, 0)

@@ -103,8 +103,9 @@ def queue_from_episodes(request: HttpRequest) -> HttpResponse:
 @require_role(Role.VIEWER)
 def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
     queue = get_object_or_404(Queue.objects.select_related("judge_config", "run"), pk=pk)
-    upcoming = list(queues.queue_open(queue).select_related("task", "site", "run")
-                    .only("id", "task__task_id", "task__instruction", "site__slug", "run__name")[:50])
+    open_episodes = queues.queue_open(queue).select_related("task", "site", "run").only(
+        "id", "task__task_id", "task__instruction", "site__slug", "run__name")
+    upcoming = queues.queue_first(queue, open_episodes, 50)
     held = dict(Reservation.objects.filter(queue=queue, episode__in=[e.pk for e in upcoming])
                 .values_list("episode_id", "reviewer__username"))
     reasons = risk_reasons([e.pk for e in upcoming], queue.judge_config_id)
