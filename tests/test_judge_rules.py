@@ -12,7 +12,7 @@ from taskgen.models import Judgment
 from taskgen.providers import ProviderRequest
 from taskgen.providers.rules import LABEL, RulesProvider, goal_parts
 from taskgen.stages.evidence import evidence_for_episode
-from taskgen.stages.judge import judge_config_for, judge_episode, judge_run_here
+from taskgen.stages.judge import RULES_MODEL, judge_config_for, judge_episode, judge_run_here
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import FakeGemini
 from tests.judge_helpers import DATA_CHANGES, add_screenshots, shop_episode
@@ -25,6 +25,34 @@ def _rules(episode) -> Judgment:
 def test_goal_parts_split_at_and_then_and_commas():
     assert goal_parts("Search for the red mug and add it to the cart, then check out") == [
         "Search for the red mug", "add it to the cart", "check out"]
+
+
+@pytest.mark.parametrize("goal, parts", [
+    ("Book “Chambre Bleue, Reykjavík” for Inès Moreau, arriving 2027-03-09",
+     ["Book “Chambre Bleue, Reykjavík” for Inès Moreau", "arriving 2027-03-09"]),
+    ('Buy one "Salt, Fat, Heat" and pay', ['Buy one "Salt, Fat, Heat"', "pay"]),
+    ("Star ‘Fish and Chips’ then archive it", ["Star ‘Fish and Chips’", "archive it"]),
+    ("Find Florida internship programs in the Mayo Clinic College of Medicine and Science.",
+     ["Find Florida internship programs in the Mayo Clinic College of Medicine and Science"]),
+    ("Open Léa's message and reply", ["Open Léa's message", "reply"]),  # an apostrophe opens no quote
+])
+def test_goal_parts_never_split_inside_quotes_or_names(goal, parts):
+    assert goal_parts(goal) == parts
+
+
+def test_goal_parts_keep_a_name_the_evidence_shows_whole():
+    goal = "Ship it to 12 Rue de l'Église, Lyon, with express shipping"
+    assert goal_parts(goal) == ["Ship it to 12 Rue de l'Église", "Lyon", "with express shipping"]
+    known = 'create orders (1042): {"address": "12 Rue de l\'Église, Lyon"}'
+    assert goal_parts(goal, known) == ["Ship it to 12 Rue de l'Église, Lyon", "with express shipping"]
+
+
+def test_a_part_with_no_key_word_found_says_so_in_words():
+    from taskgen.providers.rules import judge_part
+
+    part = judge_part("report the total of the order", [("request #0", "GET /sites/shop/")])
+    assert part["evidence"] == (f"{LABEL}: none of its 2 key words (total, order) is in the requests, data changes "
+                                "or answer") and not part["done"]
 
 
 def test_rules_finds_each_parts_evidence_and_says_it_is_a_baseline(db):
@@ -43,11 +71,13 @@ def test_an_action_goal_without_a_recorded_change_is_not_a_success(db):
     assert judgment.verdict == "NOT SUCCESS"
     assert judgment.parts[-1] == {"part": "the site records the action", "done": False,
                                   "evidence": f"{LABEL}: 0 data changes, 0 write requests"}
+    one = _rules(shop_episode(run=RunFactory(name="one"), data_changes=DATA_CHANGES[:1], request_log=[]))
+    assert one.parts[-1]["evidence"] == f"{LABEL}: 1 data change, 0 write requests"
 
 
 def test_rules_is_deterministic(db):
     episode = shop_episode()
-    request = ProviderRequest(model="rules-v1", system="", prompt="", evidence=evidence_for_episode(episode=episode))
+    request = ProviderRequest(model=RULES_MODEL, system="", prompt="", evidence=evidence_for_episode(episode=episode))
     answers = {RulesProvider().complete(request).text for _ in range(5)}
     assert len(answers) == 1
     other = shop_episode(run=RunFactory(name="b"))  # the same evidence in another run
@@ -78,11 +108,11 @@ def test_cli_judges_offline_with_rules_and_writes_the_reference_files(db, tmp_pa
     shop_episode(run=run, request_log=[], data_changes=[], answer="")
     out, err = _cli("sandbox-run", "--write-dir", str(tmp_path / "sandbox-run_judge"))
     assert json.loads(out.strip().splitlines()[-1]) == {
-        "episodes": 2, "success": 1, "rate": 0.5, "no_verdict": 0, "errors": 0, "judge": "rules-v1"}
+        "episodes": 2, "success": 1, "rate": 0.5, "no_verdict": 0, "errors": 0, "judge": RULES_MODEL}
     assert "judged 2/2" in err or "in this process" in err
     record = json.loads((tmp_path / "sandbox-run_judge" / f"{good.task.task_id}.json").read_text())
     assert set(record) == {"task_id", "predicted_label", "verdict", "response", "model"}
-    assert (record["predicted_label"], record["verdict"], record["model"]) == (1, True, "rules-v1")
+    assert (record["predicted_label"], record["verdict"], record["model"]) == (1, True, RULES_MODEL)
     assert len(list((tmp_path / "sandbox-run_judge").iterdir())) == 2
 
 
@@ -119,7 +149,7 @@ def test_the_episode_page_shows_each_part_with_its_baseline_evidence(db, viewer_
     episode = shop_episode(data_changes=DATA_CHANGES[:1])  # see note in judge_helpers
     _rules(episode)
     page = viewer_client.get(episode.get_absolute_url()).content.decode()
-    assert "rules:rules-v1" in page and "the site records the action" in page
+    assert f"rules:{RULES_MODEL}" in page and "the site records the action" in page
     assert LABEL in page and "request #2" in page
 
 
@@ -153,6 +183,6 @@ def test_a_config_names_the_prompt_in_use_and_rules_ignores_a_model_name():
     from taskgen.stages.judge import JudgeError
 
     config = judge_config_for("rules", "gemini-3.5-flash", None, "full")
-    assert (config.model, config.image_policy) == ("rules-v1", "none")
+    assert (config.model, config.image_policy) == (RULES_MODEL, "none")
     with pytest.raises(JudgeError, match="prompt in use is version"):
         judge_config_for("rules", None, "v0-not-loaded", None)

@@ -312,7 +312,7 @@ def test_judge_starts_from_the_page_finishes_and_resumes_by_starting_again(admin
         response = admin_client_role.post(reverse("review:pipeline_start", args=["judge"]), form)
     first = PipelineRun.objects.get()
     assert response["Location"] == first.get_absolute_url()
-    assert first.params["judge"] == "rules:rules-v1:judge-v1:none" and first.params["started_with"]["run"] == run.pk
+    assert first.params["judge"] == "rules:rules-v2:judge-v1:none" and first.params["started_with"]["run"] == run.pk
     assert run.episodes.filter(judgments__config__provider="rules").count() == 2
 
     PipelineRun.objects.filter(pk=first.pk).update(status="failed")

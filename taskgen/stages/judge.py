@@ -25,13 +25,14 @@ from taskgen.judging import parse_judge_response, unsupported_citations_count, v
 from taskgen.models import Episode, JudgeConfig, Judgment, PipelineRun, Run
 from taskgen.pipeline_runs import pipeline_run_create, pipeline_run_finish, pipeline_run_start, pipeline_run_step
 from taskgen.providers import ProviderError, ProviderImage, ProviderRequest, ProviderResult, provider_for
+from taskgen.providers.rules import VERSION as RULES_VERSION
 from taskgen.stages import judge_images
 from taskgen.stages.evidence import Evidence, evidence_for_episode
 from taskgen.stages.judge_prompt import judge_prompt
 from taskgen.stages.rate_limit import rate_limit_acquire
 
 log = logging.getLogger(__name__)
-RULES_MODEL = "rules-v1"
+RULES_MODEL = RULES_VERSION  # a new version of the baseline is a new judge config: verdicts never mix
 NO_VERDICT_TRIES = 3  # the reference asks again, up to three times, when an answer has no verdict
 
 
