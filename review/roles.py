@@ -8,8 +8,8 @@ from collections.abc import Callable
 from enum import IntEnum
 from functools import wraps
 
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 
 
 class Role(IntEnum):
@@ -43,6 +43,13 @@ def has_role(user, minimum: Role) -> bool:
     return user_role(user) >= minimum
 
 
+def role_refused(request: HttpRequest, minimum: Role) -> HttpResponse:
+    """The 403 page saying which role is missing. Answered, not raised: Django logs a raised PermissionDenied with
+    its whole traceback, where a refusal is an ordinary event worth one line (django.request logs it so)."""
+    message = f"This page needs the {minimum.name.lower()} role."
+    return render(request, "403.html", {"exception": message}, status=403)
+
+
 def require_role(minimum: Role) -> Callable:
     """View decorator: 403 unless the user holds at least `minimum` (login itself is enforced by middleware)."""
 
@@ -50,7 +57,7 @@ def require_role(minimum: Role) -> Callable:
         @wraps(view)
         def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
             if not has_role(request.user, minimum):
-                raise PermissionDenied(f"This page needs the {minimum.name.lower()} role.")
+                return role_refused(request, minimum)
             return view(request, *args, **kwargs)
 
         return wrapped

@@ -238,3 +238,9 @@ def test_a_label_post_sends_the_final_label_along_out_of_band(reviewer_client):
     label_set(episode=episode, reviewer=UserFactory(role="reviewer"), verdict="SUCCESS")
     changed = reviewer_client.post(url, {"verdict": "NOT SUCCESS"}, HTTP_HX_REQUEST="true").content.decode()
     assert "The labels disagree (1 success, 1 not success)" in changed and "agreeing labels" not in changed
+
+
+def test_counts_in_headings_read_as_english(viewer_client):
+    episode = EpisodeFactory(request_log=LOG[:1])
+    html = viewer_client.get(episode.get_absolute_url()).content.decode()
+    assert "Request log (1 request)" in html and "1 requests" not in html

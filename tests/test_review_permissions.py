@@ -111,3 +111,21 @@ def test_an_admin_can_add_a_reviewer_in_the_django_admin(objects):
         "usable_password": "true", "groups": [reviewer_group.pk]})
     assert response.status_code == 302, response.content.decode()[:2000]
     assert User.objects.get(username="newbie").groups.filter(name="reviewer").exists()
+
+
+def test_a_refused_page_logs_one_line_and_no_traceback(norole_client, caplog):
+    from django.urls import reverse
+
+    with caplog.at_level("WARNING", logger="django.request"):
+        response = norole_client.get(reverse("review:run_list"))
+    assert response.status_code == 403 and "This page needs the viewer role." in response.content.decode()
+    records = [r for r in caplog.records if r.name == "django.request"]
+    assert len(records) == 1 and records[0].exc_info is None and "Forbidden" in records[0].getMessage()
+
+
+def test_every_page_names_its_icon_and_favicon_ico_finds_it(client, viewer_client):
+    from django.urls import reverse
+
+    assert 'rel="icon" href="/static/favicon.svg"' in viewer_client.get(reverse("review:run_list")).content.decode()
+    response = client.get("/favicon.ico")  # no login needed for an icon
+    assert response.status_code == 301 and response["Location"] == "/static/favicon.svg"
