@@ -9,12 +9,14 @@ PYTEST_ARGS ?=
 
 .PHONY: install demo demo-data serve worker test lint chromium migrate clean bench
 
+# pip's own output (and any warnings of this machine's pip configuration) goes to var/install.log, shown on failure.
 $(VENV)/.installed: pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11 or set PYTHON=" >&2; exit 1; }
-	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
-	touch $@
+	@test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	@mkdir -p var && echo "installing the app and its pinned dependencies into $(VENV) (pip's output: var/install.log)"
+	@{ $(PY) -m pip install --quiet --upgrade pip && $(PY) -m pip install --quiet -e '.[test]'; } >var/install.log 2>&1 \
+	  || { tail -n 25 var/install.log >&2; echo "install failed: the whole output is in var/install.log" >&2; exit 1; }
+	@touch $@
 
 install: $(VENV)/.installed
 
@@ -29,19 +31,18 @@ chromium:
 	  || { echo "could not install chromium with apt-get" >&2; exit 1; }; \
 	else echo "chromium missing: run 'sudo apt-get install -y chromium' (browser tests will be skipped)" >&2; fi
 
-demo-data: migrate
-	$(PY) manage.py taskgen demo-setup
-	$(PY) manage.py taskgen demo-data
-	$(PY) manage.py taskgen demo-attempt
-	$(PY) manage.py taskgen demo-judge
+demo-data: install
+	@$(PY) manage.py migrate --no-input -v0
+	@$(PY) manage.py taskgen demo-setup
+	@$(PY) manage.py taskgen demo-data
+	@$(PY) manage.py taskgen demo-attempt
+	@$(PY) manage.py taskgen demo-judge
 
-## demo: set up, load demo data, start a Celery worker and the web server on http://$(HOST):$(PORT)/
+## demo: set up, load demo data, start a Celery worker and the web server on http://$(HOST):$(PORT)/; the final
+## banner says the login; Ctrl-C stops both within 10 s (their output goes to var/logs/)
 demo: chromium demo-data
-	$(PY) manage.py collectstatic --no-input -v0
-	@echo ""; echo "Taskgen Review: http://$(HOST):$(PORT)/  (log in with the login printed above; Ctrl-C stops)"; echo ""
-	@trap 'kill 0' EXIT INT TERM; \
-	$(PY) -m celery -A taskgen worker -Q default,judge,browser --concurrency 2 --loglevel WARNING & \
-	$(PY) manage.py runserver $(HOST):$(PORT) --noreload
+	@$(PY) manage.py collectstatic --no-input -v0
+	@$(PY) manage.py taskgen demo-serve --host $(HOST) --port $(PORT)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -37,3 +37,16 @@ def test_demo_judge_judges_every_run_once_with_the_rules_baseline():
 
 def test_demo_judge_says_when_there_is_nothing_to_judge():
     assert "no runs" in _call("demo-judge")
+
+
+def test_the_demo_login_is_said_again_until_its_password_changes(settings, tmp_path):
+    from taskgen.demo import demo_login_words
+
+    settings.VAR_DIR = tmp_path
+    password = _call("demo-setup").split("password: ")[1].split()[0]
+    assert demo_login_words() == f"log in as admin / {password}"
+    assert oct((tmp_path / "demo-login.json").stat().st_mode)[-3:] == "600"
+    admin = get_user_model().objects.get(username="admin")
+    admin.set_password("changed-by-the-admin")
+    admin.save()
+    assert demo_login_words() == "log in as admin (its password was changed since it was made)"

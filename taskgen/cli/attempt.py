@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from django.conf import settings
+
 from taskgen.models import PipelineRun
 from taskgen.stages.attempt import AttemptError, attempt_episode, attempt_finish_if_complete, attempt_start
 
@@ -75,7 +77,11 @@ def _start_worker(processes: int, pipeline_run_id: int) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "celery", "-A", "taskgen", "--quiet", "worker", "-Q", "browser", "--concurrency",
            str(processes), "--pool", "prefork", "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
            "-n", f"attempt-{pipeline_run_id}@%h"]
-    return subprocess.Popen(cmd, env=dict(os.environ), stdin=subprocess.DEVNULL)
+    logs = Path(settings.VAR_DIR) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / f"attempt-{pipeline_run_id}-worker.log").open("ab") as out:  # the terminal shows progress only
+        return subprocess.Popen(cmd, env=dict(os.environ), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT)
 
 
 def _stop_worker(worker: subprocess.Popen | None) -> None:

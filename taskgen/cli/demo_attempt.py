@@ -34,6 +34,21 @@ def run(options: dict, stdout, stderr) -> int:
     tasks_file.parent.mkdir(parents=True, exist_ok=True)
     demo = sandbox_tasks()[::2]  # every other task: all three sites, info and action
     tasks_file.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in demo), encoding="utf-8")
-    stdout.write(f"demo attempt: {len(demo)} sandbox episodes with the scripted agent (a simulation)...")
+    stdout.write(f"demo attempt: {len(demo)} sandbox episodes in Chromium with the scripted agent (a simulation; "
+                 "about a minute)...")
     return attempt_cli.run({"tasks": tasks_file, "agent": "scripted", "name": DEMO_RUN, "mistakes": 0.3, "seed": 0,
-                            "limit": None, "workers": options["workers"], "inline": False}, stdout, stderr)
+                            "limit": None, "workers": options["workers"], "inline": False}, _Summary(stdout), stderr)
+
+
+class _Summary:
+    """The attempt's output without its per-episode progress lines: `make demo` set-up stays a few lines."""
+
+    def __init__(self, out) -> None:
+        self.out = out
+
+    def write(self, text: str) -> None:
+        if not text.startswith("  "):
+            self.out.write(f"demo attempt: {text}")
+
+    def flush(self) -> None:
+        self.out.flush()

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from django.conf import settings
 
-from taskgen.cli.import_ import summary_lines
 from taskgen.models import Run
 from taskgen.stages.importer import ImportFailed, import_run_dir
 
@@ -37,5 +36,6 @@ def run(options: dict, stdout, stderr) -> int:
     except ImportFailed as exc:
         stderr.write(f"demo data: import failed: {exc}")
         return 1
-    stdout.write("demo data: loaded the Online-Mind2Web episodes\n" + "\n".join(summary_lines(summary)))
+    skipped = f"; {len(summary.skipped)} file(s) skipped, each named by `taskgen import`" if summary.skipped else ""
+    stdout.write(f"demo data: loaded {summary.episodes_added} Online-Mind2Web episodes as run {OM2W_RUN!r}{skipped}")
     return 0

@@ -6,6 +6,8 @@ import secrets
 
 from django.contrib.auth import get_user_model
 
+from taskgen.demo import demo_login_remember
+
 NAME = "demo-setup"
 HELP = "Create the demo admin login if it does not exist and print it."
 
@@ -22,5 +24,7 @@ def run(options: dict, stdout, stderr) -> int:
         return 0
     password = secrets.token_urlsafe(9)
     User.objects.create_superuser(username=username, email="", password=password)
-    stdout.write(f"login: {username}  password: {password}  (shown once; change it in the admin)")
+    demo_login_remember(username=username, password=password)  # for the banner `make demo` prints at the end
+    stdout.write(f"login: {username}  password: {password}  (printed again when the demo is up; change it in the "
+                 "admin)")
     return 0
