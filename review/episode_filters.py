@@ -264,11 +264,13 @@ def episodes_filtered(f: EpisodeFilter) -> QuerySet[Episode]:
     return Episode.objects.filter(condition(f))
 
 
-def filter_form_choices() -> dict:
-    """What a filter form offers: the runs, sites and judge configs there are, and the fixed choices."""
+def filter_form_choices(run: Run | None = None) -> dict:
+    """What a filter form offers: the runs, the sites with episodes (in `run`, when given), the judge configs, and
+    the fixed choices."""
+    episodes = Episode.objects.filter(site=OuterRef("pk"))
+    episodes = episodes.filter(run=run) if run else episodes
     return {"runs": Run.objects.only("id", "name").order_by("-created_at"),
-            "sites": Site.objects.filter(Exists(Episode.objects.filter(site=OuterRef("pk")))).values_list("slug",
-                                                                                                          flat=True),
+            "sites": Site.objects.filter(Exists(episodes)).values_list("slug", flat=True),
             "configs": JudgeConfig.objects.order_by("provider", "model", "prompt_version"),
             "task_kinds": TASK_KINDS, "verdict_choices": VERDICTS, "verifier_choices": VERIFIER,
             "label_states": LABEL_STATES}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 NOISE_PATH = re.compile(r"^/(_admin|admin|static|favicon)|\.(css|js|png|jpg|jpeg|gif|svg|ico|woff2?|map)$", re.I)
 _NUMBERED = re.compile(
@@ -42,6 +42,7 @@ class Citation:
     anchor: str | None
     label: str
     unsupported: bool = False
+    at: int = field(default=0, compare=False)  # where the evidence text writes it: citations are listed in that order
 
 
 def _text(value) -> str:
@@ -131,11 +132,11 @@ def _numbered_citations(text: str, ev: EvidenceIndex) -> list[Citation]:
     found = []
     for match in _NUMBERED.finditer(text):
         kind = _KINDS[re.sub(r"s$", "", match.group("kind").lower())]
-        found += [_numbered(kind, n, ev) for n in _numbers(match.group("nums"))]
+        found += [replace(_numbered(kind, n, ev), at=match.start()) for n in _numbers(match.group("nums"))]
     for match in _STEP_FILE.finditer(text):
         name, number = match.group(0), ev.step_of_file(match.group(0))
-        found.append(Citation("step", name, f"step-{number}", name) if number is not None else
-                     Citation("step", name, None, f"{name}: no such screenshot", unsupported=True))
+        found.append(Citation("step", name, f"step-{number}", name, at=match.start()) if number is not None else
+                     Citation("step", name, None, f"{name}: no such screenshot", unsupported=True, at=match.start()))
     return found
 
 
@@ -150,11 +151,12 @@ def _path_citations(text: str, ev: EvidenceIndex, done: bool) -> list[Citation]:
         hit = next((r for r in requests if r[2].rstrip("/").lower() == key), None) or next(
             (r for r in requests if r[2].rstrip("/").lower().endswith(key) and key.count("/") > 1), None)
         if hit:
-            found.append(Citation("path", path, f"req-{hit[0]}", f"{hit[1]} {hit[2]}"))
+            found.append(Citation("path", path, f"req-{hit[0]}", f"{hit[1]} {hit[2]}", at=match.start()))
             continue
         place = ev.find(path)
-        found.append(Citation("path", path, place[0], f"{path} in {place[1]}") if place else
-                     Citation("path", path, None, f"{path}: requested by no request", unsupported=done))
+        found.append(Citation("path", path, place[0], f"{path} in {place[1]}", at=match.start()) if place else
+                     Citation("path", path, None, f"{path}: requested by no request", unsupported=done,
+                              at=match.start()))
     return found
 
 
@@ -168,35 +170,38 @@ def _value_citations(text: str, ev: EvidenceIndex, done: bool) -> list[Citation]
         if place is None and value.lower() in ev.instruction:
             continue  # the judge quoting the task, not the evidence
         shown = f'"{value[:60]}"'
-        found.append(Citation("value", shown, place[0], f"{shown} in {place[1]}") if place else
-                     Citation("value", shown, None, f"{shown}: found nowhere in the evidence", unsupported=done))
+        found.append(Citation("value", shown, place[0], f"{shown} in {place[1]}", at=match.start()) if place else
+                     Citation("value", shown, None, f"{shown}: found nowhere in the evidence", unsupported=done,
+                              at=match.start()))
     return found
 
 
 def _collection_citations(text: str, ev: EvidenceIndex) -> list[Citation]:
     low, found, named = text.lower(), [], set()
     for n, op, what in ev.change_collections:
-        if what != "?" and what.lower() not in named and re.search(rf"\b{re.escape(what.lower())}\b", low):
+        named_at = re.search(rf"\b{re.escape(what.lower())}\b", low) if what != "?" else None
+        if named_at and what.lower() not in named:
             named.add(what.lower())
-            found.append(Citation("collection", what, f"chg-{n}", f"change #{n} · {op} {what}"))
+            found.append(Citation("collection", what, f"chg-{n}", f"change #{n} · {op} {what}", at=named_at.start()))
     return found
 
 
 def _answer_citation(text: str, ev: EvidenceIndex, done: bool) -> list[Citation]:
-    if not _ANSWER.search(text):
+    match = _ANSWER.search(text)
+    if not match:
         return []
     if ev.has_answer:
-        return [Citation("answer", "answer", "answer", "the answer")]
-    return [Citation("answer", "answer", None, "the answer: the agent gave none", unsupported=done)]
+        return [Citation("answer", "answer", "answer", "the answer", at=match.start())]
+    return [Citation("answer", "answer", None, "the answer: the agent gave none", unsupported=done, at=match.start())]
 
 
 def citations_in(evidence: str, ev: EvidenceIndex, *, done: bool = True) -> list[Citation]:
-    """Every citation in one part's evidence text, each once, in the order of the forms above."""
+    """Every citation in one part's evidence text, each once, in the order the text writes them."""
     text = evidence or ""
     found = (_numbered_citations(text, ev) + _path_citations(text, ev, done) + _value_citations(text, ev, done)
              + _collection_citations(text, ev) + _answer_citation(text, ev, done))
     seen, out = set(), []
-    for citation in found:
+    for citation in sorted(found, key=lambda c: c.at):
         key = (citation.kind, citation.written.lower(), citation.anchor)
         if key not in seen:
             seen.add(key)

@@ -72,7 +72,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = {"run": run, "page": page, "rows": _rows_with_flags(page, f.config_id), "config": config, "f": f,
                "sort": sort, "filter_error": error, "filter_words": describe(f), "columns": run_columns(sort),
                "configs": configs, "query": _query_without(request, "page"),
-               "sort_query": _query_without(request, "page", "sort"), "total": total, **filter_form_choices()}
+               "sort_query": _query_without(request, "page", "sort"), "total": total, **filter_form_choices(run)}
     return render(request, "review/run_detail.html", context)
 
 

@@ -23,6 +23,7 @@ ELEMENTS_JS = """
                : (el.tagName === 'SELECT' ? '' : (el.innerText || el.getAttribute('aria-label') || ''));
     out.push({index: i, tag: el.tagName.toLowerCase(), type: el.getAttribute('type') || '', name: el.name || '',
               text: text.trim().slice(0, 120), label: label.trim().slice(0, 80), href: el.getAttribute('href') || '',
+              placeholder: (el.getAttribute('placeholder') || '').slice(0, 80),
               options: el.tagName === 'SELECT'
                 ? Array.from(el.options).map(o => ({text: o.text, value: o.value})) : [],
               box: [Math.round(r.x), Math.round(r.y), Math.round(r.width), Math.round(r.height)]});
@@ -48,7 +49,10 @@ class Observation:
         element = next((e for e in self.elements if e["index"] == index), None) if isinstance(index, int) else None
         if element is None:
             return None
-        name = element["text"] or element["label"] or element["name"]
+        if element["tag"] in ("input", "textarea", "select"):  # a field is named by its label; its text is its value
+            name = element["label"] or element.get("placeholder") or element["name"] or element["text"]
+        else:
+            name = element["text"] or element["label"] or element["name"]
         return {"action": action_index, "step": self.step, "index": index, "tag": element["tag"], "name": name,
                 "box": element.get("box")}
 

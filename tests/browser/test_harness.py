@@ -97,7 +97,11 @@ def test_attempt_writes_a_run_dir_imports_it_and_records_a_crash_as_failed(chrom
 def _assert_run_dir(run_dir):
     ep = run_dir / "sb-booking-012"
     grade = json.loads((ep / "grade_inputs.json").read_text())
-    assert set(grade) == {"actions", "answer", "log", "changes", "seen"}
+    assert set(grade) == {"actions", "answer", "log", "changes", "seen", "targets"}
+    # every action that named an element by its index is recorded with the element's name and box on its screen
+    indexed = [n for n, a in enumerate(grade["actions"]) if "index" in (next(iter(a.values())) or {})]
+    assert [t["action"] for t in grade["targets"]] == indexed and all(t["name"] for t in grade["targets"])
+    assert all(len(t["box"]) == 4 and t["box"][2] > 0 and t["box"][3] > 0 for t in grade["targets"])
     rows = (ep / "rows" / "rows.jsonl").read_text().splitlines()
     assert len(rows) == len(grade["actions"]) and json.loads(rows[0])["image"] == "step_1.png"
     assert (ep / "screenshots" / f"step_{len(rows)}.png").exists() and (ep / "final.png").exists()

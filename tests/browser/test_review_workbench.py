@@ -10,7 +10,7 @@ from review.models import Label, Queue
 from review.services import queues_builtin_ensure
 from taskgen.blobs import blob_store_image
 from taskgen.models import Screenshot
-from tests.factories import EpisodeFactory, JudgmentFactory, UserFactory
+from tests.factories import EpisodeFactory, JudgmentFactory, RunFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -32,15 +32,16 @@ def _log_in(page, live_server, username: str) -> None:
 
 
 def test_reviewer_labels_three_episodes_of_the_false_positive_queue_with_the_keyboard(page, live_server):
-    episodes = [JudgmentFactory(verdict="SUCCESS").episode for _ in range(3)]
+    run = RunFactory(name="audited")
+    episodes = [JudgmentFactory(verdict="SUCCESS", episode=EpisodeFactory(run=run)).episode for _ in range(3)]
     for n, episode in enumerate(episodes):
         for step, color in enumerate(["red", "green"]):
             Screenshot.objects.create(episode=episode, step=step, name=f"step_{step}.png",
                                       blob=blob_store_image(data=_png(color if n == 0 else "blue")))
-    JudgmentFactory(verdict="NOT SUCCESS")  # not a false-positive candidate
+    JudgmentFactory(verdict="NOT SUCCESS", episode=EpisodeFactory(run=run))  # not a false-positive candidate
     UserFactory(username="rita", role="reviewer")
     queues_builtin_ensure()
-    queue = Queue.objects.get(kind=Queue.Kind.FALSE_POSITIVE)
+    queue = Queue.objects.get(kind=Queue.Kind.FALSE_POSITIVE, run=run)
 
     _log_in(page, live_server, "rita")
     page.goto(f"{live_server.url}{queue.get_absolute_url()}")
@@ -94,7 +95,7 @@ def test_hostile_markup_in_an_episode_is_shown_as_text_and_runs_nothing(page, li
     assert dialogs == []
     assert page.evaluate("window.__pwned") is None
     assert page.title() == f"{episode.task.task_id} · Taskgen Review"
-    assert page.locator("pre.answer").inner_text() == EVIL
+    assert page.locator(".markdown.answer").inner_text() == EVIL  # rendered as Markdown: the markup is text
     assert page.locator("pre.screen-text").inner_text() == EVIL
 
 
