@@ -5,7 +5,6 @@ All values stay plain Python data; templates escape them. Nothing here marks tex
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from django.db.models import Prefetch
@@ -13,7 +12,7 @@ from django.shortcuts import get_object_or_404
 
 from review.models import Label, LabelChange
 from review.selectors import episode_screens
-from taskgen.citations import NOISE_PATH, EvidenceIndex, citations_in
+from taskgen.citations import NOISE_PATH, EvidenceIndex, citations_in, evidence_text
 from taskgen.models import Episode, Judgment
 
 HIDDEN_BODY_KEYS = {"csrf_token", "csrfmiddlewaretoken"}
@@ -41,12 +40,6 @@ def episode_for_workbench(pk: int, *, evidence: bool = True) -> Episode:
     return episode
 
 
-def _text(value) -> str:
-    if value in (None, "", {}, []):
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
 @dataclass
 class Request:
     index: int
@@ -63,14 +56,15 @@ class Request:
 def requests(episode: Episode) -> list[Request]:
     out = []
     for n, entry in enumerate(episode.request_log or []):
-        entry = entry if isinstance(entry, dict) else {"path": _text(entry)}
+        entry = entry if isinstance(entry, dict) else {"path": evidence_text(entry)}
         path = str(entry.get("path") or "")
         body = entry.get("body")
         if isinstance(body, dict):
             body = {k: v for k, v in body.items() if k not in HIDDEN_BODY_KEYS}
         method = str(entry.get("method") or "").upper()
-        out.append(Request(n, method, path, _text(entry.get("query")), _text(body), _text(entry.get("status")),
-                           bool(NOISE_PATH.search(path)), method not in ("GET", "HEAD", "OPTIONS", "")))
+        out.append(Request(n, method, path, evidence_text(entry.get("query")), evidence_text(body),
+                           evidence_text(entry.get("status")), bool(NOISE_PATH.search(path)),
+                           method not in ("GET", "HEAD", "OPTIONS", "")))
     return out
 
 
@@ -93,11 +87,12 @@ class Change:
 
 def _diff_fields(before: dict, after: dict, changed) -> list[FieldDiff]:
     names = list(dict.fromkeys([*before, *after]))
-    diffs = [FieldDiff(k, _text(before.get(k)), _text(after.get(k))) for k in names if before.get(k) != after.get(k)]
+    diffs = [FieldDiff(k, evidence_text(before.get(k)), evidence_text(after.get(k))) for k in names
+             if before.get(k) != after.get(k)]
     if not diffs and isinstance(changed, dict):  # only `changed` was recorded: {field: new} or {field: [old, new]}
         for k, v in changed.items():
             old, new = (v[0], v[1]) if isinstance(v, list | tuple) and len(v) == 2 else (None, v)
-            diffs.append(FieldDiff(str(k), _text(old), _text(new)))
+            diffs.append(FieldDiff(str(k), evidence_text(old), evidence_text(new)))
     return diffs
 
 
@@ -111,7 +106,7 @@ def changes(episode: Episode) -> list[Change]:
         item = after or before
         name = item.get("title") or item.get("name") or item.get("subject") or item.get("id") or ""
         what = c.get("collection") or c.get("table") or c.get("kind") or "?"
-        out.append(Change(n, str(op), str(what), _text(name), _diff_fields(before, after, c.get("changed"))))
+        out.append(Change(n, str(op), str(what), evidence_text(name), _diff_fields(before, after, c.get("changed"))))
     return out
 
 

@@ -5,25 +5,19 @@ Plain data for templates, which escape it.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from taskgen.citations import evidence_text
 from taskgen.models import Episode, Screenshot
 from taskgen.steps import Target, rows_steps, screen_actions, targets_recorded
-
-
-def _text(value) -> str:
-    if value in (None, "", {}, []):
-        return ""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
 
 
 def action_line(action) -> str:
     """One action as recorded: `name {params}` (actions are one-key objects {name: params})."""
     if isinstance(action, dict) and len(action) == 1:
         name, params = next(iter(action.items()))
-        return f"{name} {_text(params)}".strip()
-    return _text(action)
+        return f"{name} {evidence_text(params)}".strip()
+    return evidence_text(action)
 
 
 def target_label(target: Target | None) -> str:

@@ -45,7 +45,8 @@ class Citation:
     at: int = field(default=0, compare=False)  # where the evidence text writes it: citations are listed in that order
 
 
-def _text(value) -> str:
+def evidence_text(value) -> str:
+    """An evidence value as text: strings as they are, anything else as compact JSON, empty values as ""."""
     if value in (None, "", {}, []):
         return ""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
@@ -71,21 +72,21 @@ class EvidenceIndex:
         index = cls(steps=len(actions) if isinstance(actions, list) else 0, step_files=step_files,
                     has_answer=bool((answer or "").strip()), instruction=(instruction or "").lower())
         for n, entry in enumerate(request_log if isinstance(request_log, list) else []):
-            entry = entry if isinstance(entry, dict) else {"path": _text(entry)}
+            entry = entry if isinstance(entry, dict) else {"path": evidence_text(entry)}
             method, path = str(entry.get("method") or "").upper(), str(entry.get("path") or "")
             index.request_paths.append((n, method, path))
-            text = " ".join([method, path, _text(entry.get("query")), _text(entry.get("body"))])
+            text = " ".join([method, path, evidence_text(entry.get("query")), evidence_text(entry.get("body"))])
             index.places.append((f"req-{n}", f"request #{n}", text.lower()))
         for n, change in enumerate(data_changes if isinstance(data_changes, list) else []):
             change = change if isinstance(change, dict) else {}
             what = str(change.get("collection") or change.get("table") or change.get("kind") or "?")
             index.change_collections.append((n, str(change.get("op") or "change"), what))
-            index.places.append((f"chg-{n}", f"change #{n}", _text(change).lower()))
+            index.places.append((f"chg-{n}", f"change #{n}", evidence_text(change).lower()))
         for n, action in enumerate(actions if isinstance(actions, list) else []):
-            index.places.append((f"act-{n + 1}", f"action {n + 1}", _text(action).lower()))
+            index.places.append((f"act-{n + 1}", f"action {n + 1}", evidence_text(action).lower()))
         index.places.append(("answer", "the answer", (answer or "").lower()))
         seen = screen_text if isinstance(screen_text, list) else [screen_text]
-        index.places.append(("screen-text", "the screen text", " ".join(_text(s) for s in seen).lower()))
+        index.places.append(("screen-text", "the screen text", " ".join(evidence_text(s) for s in seen).lower()))
         return index
 
     @classmethod
