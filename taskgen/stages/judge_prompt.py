@@ -3,24 +3,21 @@ settings.JUDGE_PROMPT_FILE at their own). Format: comment lines, `version: NAME`
 `=== prompt ===` sections; the prompt's $placeholders are filled from the evidence."""
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
 from django.conf import settings
 
+from taskgen.prompt_files import PromptFile, PromptFileError, load_prompt_file, one_paragraph
+from taskgen.prompt_files import parse_prompt_file as parse_prompt_file_text
 from taskgen.stages.evidence import Evidence
+
+__all__ = ["DEFAULT_PROMPT_FILE", "JudgePrompt", "PromptFileError", "judge_prompt", "parse_prompt_file"]
 
 DEFAULT_PROMPT_FILE = Path(__file__).resolve().parent.parent / "prompts" / "judge_v1.txt"
 PLACEHOLDERS = ("task", "n_actions", "actions", "answer", "requests", "changes", "screen_text")
-_SECTION = re.compile(r"^=== (system|prompt) ===[ \t]*$", re.MULTILINE)
-_VERSION = re.compile(r"^version:\s*(\S+)\s*$", re.MULTILINE)
-
-
-class PromptFileError(ValueError):
-    """The prompt file is missing, or lacks its version or a section."""
+_REQUIRED = ("system", "prompt")
 
 
 @dataclass(frozen=True)
@@ -40,28 +37,15 @@ class JudgePrompt:
 
 
 def parse_prompt_file(text: str, path: str = "") -> JudgePrompt:
-    """Read a prompt file's text; PromptFileError says what is missing."""
-    pieces = _SECTION.split(text)
-    head, sections = pieces[0], dict(zip(pieces[1::2], pieces[2::2], strict=False))
-    version = _VERSION.search(head)
-    if not version:
-        raise PromptFileError(f"{path or 'prompt file'}: no `version: NAME` line before the first section")
-    missing = [name for name in ("system", "prompt") if not sections.get(name, "").strip()]
-    if missing:
-        raise PromptFileError(f"{path or 'prompt file'}: missing section(s) {', '.join(missing)}")
-    system = " ".join(sections["system"].split())  # the file wraps lines for reading; the model gets one paragraph
-    return JudgePrompt(version.group(1), system, sections["prompt"].strip("\n"), path)
+    """Read a judge prompt file's text; PromptFileError says what is missing."""
+    return _judge_prompt(parse_prompt_file_text(text, _REQUIRED, path))
 
 
-@functools.lru_cache(maxsize=8)
-def _load(path: str, mtime_ns: int) -> JudgePrompt:
-    return parse_prompt_file(Path(path).read_text(encoding="utf-8"), path)
+def _judge_prompt(file: PromptFile) -> JudgePrompt:
+    return JudgePrompt(file.version, one_paragraph(file.section("system")), file.section("prompt"), file.path)
 
 
 def judge_prompt(path: str | None = None) -> JudgePrompt:
     """The judge prompt in use: `path`, else settings.JUDGE_PROMPT_FILE, else the packaged default."""
     chosen = Path(path or settings.JUDGE_PROMPT_FILE or DEFAULT_PROMPT_FILE)
-    try:
-        return _load(str(chosen), chosen.stat().st_mtime_ns)
-    except OSError as exc:
-        raise PromptFileError(f"cannot read judge prompt file {chosen}: {exc.strerror or exc}") from exc
+    return _judge_prompt(load_prompt_file(chosen, _REQUIRED))
