@@ -32,8 +32,8 @@ from PIL import Image  # noqa: E402
 
 from taskgen.blobs import blob_path  # noqa: E402
 from taskgen.models import Blob, Episode, JudgeConfig, Judgment, Run, Screenshot, Site, Task  # noqa: E402
-from taskgen.stages.exports import export_create  # noqa: E402
-from taskgen.stages.rows_output import export_stream_targz  # noqa: E402
+from taskgen.stages.export.output import export_stream_targz  # noqa: E402
+from taskgen.stages.export.service import export_create  # noqa: E402
 
 
 def make_blobs() -> list[Blob]:

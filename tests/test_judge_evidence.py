@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from taskgen.stages.evidence import (
+from taskgen.stages.judge.evidence import (
     evidence_action_lines,
     evidence_change_lines,
     evidence_for_episode,

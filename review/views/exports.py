@@ -8,8 +8,8 @@ from django.views.decorators.http import require_GET
 
 from review import selectors
 from review.roles import Role, require_role
-from taskgen.stages.rows import manifest_bytes
-from taskgen.stages.rows_output import export_missing_files, export_stream_targz
+from taskgen.stages.export.output import export_missing_files, export_stream_targz
+from taskgen.stages.export.select import manifest_bytes
 
 
 @require_GET

@@ -17,10 +17,10 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from taskgen.models import Episode, Run
-from taskgen.stages.import_episode import PreparedEpisode, episode_prepare, episode_save
-from taskgen.stages.import_files import ImportFailed, Skip, is_plain_name
-from taskgen.stages.import_results import judgments_import, verifier_results_import
-from taskgen.stages.import_tasks import TaskSet, tasks_file_locate, tasks_read, tasks_save
+from taskgen.stages.import_.episode import PreparedEpisode, episode_prepare, episode_save
+from taskgen.stages.import_.files import ImportFailed, Skip, is_plain_name
+from taskgen.stages.import_.results import judgments_import, verifier_results_import
+from taskgen.stages.import_.tasks_file import TaskSet, tasks_file_locate, tasks_read, tasks_save
 
 __all__ = ["ImportFailed", "ImportSummary", "Skip", "import_run_dir"]
 

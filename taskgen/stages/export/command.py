@@ -7,10 +7,10 @@ from pathlib import Path
 
 from django.conf import settings
 
-from taskgen.cli._lookup import judge_config_find, run_find
 from taskgen.models import Export, JudgeConfig, Judgment, Run
-from taskgen.stages.exports import export_create
-from taskgen.stages.rows import ExportError, report_bytes
+from taskgen.stages.export.select import ExportError, report_bytes
+from taskgen.stages.export.service import export_create
+from taskgen.stages.lookup import judge_config_find, run_find
 
 NAME = "rows"
 HELP = ("Export approved episodes of RUN as <out>/<task_id>/{rows.jsonl, step_*.png, episode.json} + _report.json "

@@ -5,13 +5,12 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import transaction
 
+from taskgen.engine.stage_runs import stage_run
 from taskgen.models import PipelineRun
 
 
-@shared_task(name="taskgen.tasks.pipeline.stage_run", soft_time_limit=3300, time_limit=3600)
+@shared_task(name="taskgen.engine.tasks.stage_run", soft_time_limit=3300, time_limit=3600)
 def stage_run_task(pipeline_run_id: int) -> None:
-    from taskgen.stages.registry import stage_run
-
     stage_run(pipeline_run_id=pipeline_run_id)
 
 

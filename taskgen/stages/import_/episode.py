@@ -13,7 +13,7 @@ from django.db import connection, transaction
 
 from taskgen.blobs import BlobError, CheckedImage, blob_check_image, blob_rows_ensure, blob_write
 from taskgen.models import Episode, Run, Screenshot, Task
-from taskgen.stages.import_files import (
+from taskgen.stages.import_.files import (
     FileSkipped,
     Skip,
     check_jsonl,
@@ -23,7 +23,7 @@ from taskgen.stages.import_files import (
     read_bytes,
     without_nul,
 )
-from taskgen.stages.import_tasks import TaskLine
+from taskgen.stages.import_.tasks_file import TaskLine
 from taskgen.steps import step_count
 
 _STEP_NAME = re.compile(r"step_(\d{1,9})\.png")

@@ -1,61 +1,31 @@
 """Every stage an admin can start from the app, behind one call: `stage_start(stage=..., params=..., user=...)`.
 
-Import, validate and export run here as our own Celery task (`taskgen.tasks.pipeline.stage_run`); attempt and judge
+Import, validate and export run as one Celery task of ours (`taskgen.engine.stage_runs`); attempt and judge
 queue their own work through their modules' start functions. Those modules are looked up when a stage starts,
 not when the web process imports this one: the attempt stage pulls in the browser harness, which pages never need.
 """
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable
-from pathlib import Path
 
 from django.db import transaction
 from django.utils import timezone
 
+from taskgen.engine.stage_runs import RUNNERS, StageUnavailable, stage_function
+from taskgen.engine.tasks import pipeline_run_enqueue
 from taskgen.models import JudgeConfig, PipelineRun, Run
-from taskgen.pipeline_runs import (
-    pipeline_run_create,
-    pipeline_run_error,
-    pipeline_run_finish,
-    pipeline_run_is_cancelled,
-    pipeline_run_start,
-)
-from taskgen.stages.exports import export_run, export_start
+from taskgen.pipeline_runs import pipeline_run_create
+from taskgen.stages.export.service import export_prepare
 from taskgen.stages.paths import existing_dir_under_data_root, existing_file_under_data_root
 
 log = logging.getLogger(__name__)
 Stage = PipelineRun.Stage
 
 
-class StageUnavailable(RuntimeError):
-    """The stage's module or function is not part of this install."""
-
-
-class StageCancelled(RuntimeError):
-    """Raised inside a running stage when an admin cancelled it, to stop between units of work."""
-
-
-def stage_function(module: str, name: str) -> Callable:
-    """A stage's function, found at run time; StageUnavailable when its module or function is missing."""
-    try:
-        found = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise  # a real import error inside the stage module must not be hidden
-        raise StageUnavailable(f"{module} is not part of this install") from exc
-    function = getattr(found, name, None)
-    if function is None:
-        raise StageUnavailable(f"{module}.{name} is not part of this install")
-    return function
-
-
 # ── starts: params are JSON-able form values; each returns the PipelineRun that tracks the work ─────────────────
 
 def _queue_own(*, stage: str, params: dict, user, run: Run | None = None) -> PipelineRun:
-    from taskgen.tasks.pipeline import pipeline_run_enqueue
-
     pipeline_run = pipeline_run_create(stage=stage, params=params, user=user, run=run)
     pipeline_run_enqueue(pipeline_run=pipeline_run)
     return pipeline_run
@@ -63,7 +33,7 @@ def _queue_own(*, stage: str, params: dict, user, run: Run | None = None) -> Pip
 
 def import_begin(*, params: dict, user) -> PipelineRun:
     """Queue the import of a run dir under the data root (and its tasks file, when given)."""
-    stage_function("taskgen.stages.importer", "import_run_dir")
+    stage_function("taskgen.stages.import_.service", "import_run_dir")
     run_dir = existing_dir_under_data_root(raw=params["run_dir"])
     tasks = params.get("tasks_file") or ""
     tasks_file = str(existing_file_under_data_root(raw=tasks)) if tasks else ""
@@ -72,7 +42,7 @@ def import_begin(*, params: dict, user) -> PipelineRun:
 
 
 def attempt_begin(*, params: dict, user) -> PipelineRun:
-    start = stage_function("taskgen.stages.attempt", "attempt_start")
+    start = stage_function("taskgen.stages.attempt.tasks", "attempt_start")
     tasks_file = existing_file_under_data_root(raw=params["tasks_file"])
     return start(tasks_file=tasks_file, agent=params["agent"], name=params.get("name") or "",
                  mistakes=params.get("mistakes") or 0, seed=params.get("seed") or 0, limit=params.get("limit"),
@@ -80,23 +50,26 @@ def attempt_begin(*, params: dict, user) -> PipelineRun:
 
 
 def judge_begin(*, params: dict, user) -> PipelineRun:
-    start = stage_function("taskgen.stages.judge", "judge_start")
-    config_for = stage_function("taskgen.stages.judge", "judge_config_for")
+    start = stage_function("taskgen.stages.judge.tasks", "judge_start")
+    config_for = stage_function("taskgen.stages.judge.service", "judge_config_for")
     config = config_for(params["provider"], params["model"], params["prompt_version"], params["image_policy"])
     run = Run.objects.get(pk=params["run"])
     return start(run=run, config=config, user=user, batch=bool(params.get("batch")))
 
 
 def validate_begin(*, params: dict, user) -> PipelineRun:
-    stage_function("taskgen.stages.validate", "validate_compute")
+    stage_function("taskgen.stages.validate.service", "validate_compute")
     return _queue_own(stage=Stage.VALIDATE, user=user, params={
         "runs": [int(pk) for pk in params["runs"]], "config": int(params["config"]), "against": params["against"]})
 
 
 def export_begin(*, params: dict, user) -> PipelineRun:
     config = JudgeConfig.objects.filter(pk=params.get("judge_config")).first() if params.get("judge_config") else None
-    return export_start(run=Run.objects.get(pk=params["run"]), source=params["source"], judge_config=config,
-                        budget=params.get("budget"), out_dir=params["out_dir"], user=user)
+    pipeline_run = export_prepare(run=Run.objects.get(pk=params["run"]), source=params["source"],
+                                  judge_config=config, budget=params.get("budget"), out_dir=params["out_dir"],
+                                  user=user)
+    pipeline_run_enqueue(pipeline_run=pipeline_run)
+    return pipeline_run
 
 
 STARTS: dict[str, Callable[..., PipelineRun]] = {
@@ -114,83 +87,6 @@ def stage_start(*, stage: str, params: dict, user) -> PipelineRun:
         pipeline_run.params = {**(pipeline_run.params or {}), "started_with": params}
         pipeline_run.save(update_fields=["params"])
     return pipeline_run
-
-
-# ── runners of the stages run by our own task ───────────────────────────────────────────────────────────────────
-
-class ImportProgress:
-    """The progress callback handed to import_run_dir: `progress(done, total)` (or keywords, or an `error=`) counts
-    episodes; it raises StageCancelled when the admin cancelled, so the import stops between episodes."""
-
-    def __init__(self, pipeline_run_id: int) -> None:
-        self.pipeline_run_id = pipeline_run_id
-
-    def __call__(self, done: int | None = None, total: int | None = None, error: str = "", **_: object) -> None:
-        fields = {key: value for key, value in (("done", done), ("total", total)) if isinstance(value, int)}
-        if fields:
-            PipelineRun.objects.filter(pk=self.pipeline_run_id).update(**fields)
-        if error:
-            pipeline_run_error(pipeline_run_id=self.pipeline_run_id, error=str(error))
-        if pipeline_run_is_cancelled(pipeline_run_id=self.pipeline_run_id):
-            raise StageCancelled("cancelled by an admin")
-
-
-def import_run(*, pipeline_run_id: int) -> None:
-    """Import (again) the run dir; the importer skips episodes it already holds unchanged."""
-    if not pipeline_run_start(pipeline_run_id=pipeline_run_id):
-        return
-    params = PipelineRun.objects.get(pk=pipeline_run_id).params
-    import_run_dir = stage_function("taskgen.stages.importer", "import_run_dir")
-    tasks_file = Path(params["tasks_file"]) if params.get("tasks_file") else None
-    try:
-        summary = import_run_dir(run_dir=Path(params["run_dir"]), tasks_file=tasks_file,
-                                 name=params.get("name") or None, progress=ImportProgress(pipeline_run_id))
-    except StageCancelled:
-        return
-    run = getattr(summary, "run", summary)
-    if isinstance(run, Run):
-        PipelineRun.objects.filter(pk=pipeline_run_id).update(run=run)
-    result = summary.as_dict() if hasattr(summary, "as_dict") else {"run": getattr(run, "pk", None)}
-    for skip in result.get("skipped", [])[:100]:
-        pipeline_run_error(pipeline_run_id=pipeline_run_id, error=f"skipped {skip['path']}: {skip['reason']}")
-    pipeline_run_finish(pipeline_run_id=pipeline_run_id, result=_json_safe(result))
-
-
-def validate_run(*, pipeline_run_id: int) -> None:
-    if not pipeline_run_start(pipeline_run_id=pipeline_run_id, total=1):
-        return
-    params = PipelineRun.objects.get(pk=pipeline_run_id).params
-    compute = stage_function("taskgen.stages.validate", "validate_compute")
-    config = JudgeConfig.objects.get(pk=params["config"])
-    result = compute(runs=Run.objects.filter(pk__in=params["runs"]), config=config, against=params["against"])
-    PipelineRun.objects.filter(pk=pipeline_run_id).update(done=1)
-    summary = result.as_dict() if hasattr(result, "as_dict") else result
-    summary = summary if isinstance(summary, dict) else {"summary": str(summary)}
-    pipeline_run_finish(pipeline_run_id=pipeline_run_id, result=_json_safe(summary))
-
-
-def _json_safe(value: object) -> object:
-    import json
-
-    return json.loads(json.dumps(value, default=str))
-
-
-RUNNERS: dict[str, Callable[..., None]] = {Stage.IMPORT: import_run, Stage.VALIDATE: validate_run,
-                                           Stage.EXPORT: export_run}
-
-
-def stage_run(*, pipeline_run_id: int) -> None:
-    """Run a queued PipelineRun of one of our own stages; any failure is recorded on it, never lost in a log."""
-    stage = PipelineRun.objects.filter(pk=pipeline_run_id).values_list("stage", flat=True).first()
-    if stage not in RUNNERS:
-        log.warning("pipeline run %s: no runner for stage %r", pipeline_run_id, stage)
-        return
-    try:
-        RUNNERS[stage](pipeline_run_id=pipeline_run_id)
-    except Exception as exc:  # the run shows as failed with the reason, and can be resumed
-        log.exception("pipeline run %s failed", pipeline_run_id)
-        pipeline_run_error(pipeline_run_id=pipeline_run_id, error=f"{type(exc).__name__}: {exc}")
-        pipeline_run_finish(pipeline_run_id=pipeline_run_id, failed=True)
 
 
 # ── cancel and resume ───────────────────────────────────────────────────────────────────────────────────────────
@@ -216,8 +112,6 @@ def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
     if pipeline_run.status not in RESUMABLE:
         raise ResumeError(f"only a failed or cancelled run can be resumed; this one is {pipeline_run.status}")
     if pipeline_run.stage in RUNNERS:
-        from taskgen.tasks.pipeline import pipeline_run_enqueue
-
         with transaction.atomic():
             reopened = PipelineRun.objects.filter(pk=pipeline_run.pk, status__in=RESUMABLE).update(
                 status=PipelineRun.Status.QUEUED, finished_at=None, failed=0)
@@ -242,7 +136,7 @@ def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
 
 # Judge starts queue only episodes without a verdict, so starting again with the same values is a resume.
 START_AGAIN_RESUMES = {Stage.JUDGE}
-FOREIGN_MODULES = {Stage.JUDGE: "taskgen.stages.judge", Stage.ATTEMPT: "taskgen.stages.attempt"}
+FOREIGN_MODULES = {Stage.JUDGE: "taskgen.stages.judge.tasks", Stage.ATTEMPT: "taskgen.stages.attempt.tasks"}
 
 
 def _foreign_resume(stage: str) -> Callable | None:

@@ -12,21 +12,21 @@ from pathlib import Path
 
 from django.conf import settings
 
-from taskgen.cli._lookup import run_find
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.providers import PROVIDER_NAMES
-from taskgen.stages.judge import (
+from taskgen.stages.judge.images import POLICIES
+from taskgen.stages.judge.prompt import PromptFileError
+from taskgen.stages.judge.service import (
     JudgeError,
     episodes_to_judge,
     judge_config_for,
     judge_request_build,
     judge_run_here,
-    judge_start,
     judge_summary,
     judgment_reference_record,
 )
-from taskgen.stages.judge_images import POLICIES
-from taskgen.stages.judge_prompt import PromptFileError
+from taskgen.stages.judge.tasks import judge_start
+from taskgen.stages.lookup import run_find
 
 NAME = "judge"
 HELP = "Judge a run's episodes (only those without a verdict yet) and print the reference's summary JSON."

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from taskgen.stages.importer import ImportFailed, ImportSummary, import_run_dir
+from taskgen.stages.import_.service import ImportFailed, ImportSummary, import_run_dir
 
 NAME = "import"
 HELP = "Import a run dir (tasks, episodes, screenshots, rows, verifier results, an existing <RUN_DIR>_judge folder)."

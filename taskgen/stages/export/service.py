@@ -17,9 +17,8 @@ from taskgen.pipeline_runs import (
     pipeline_run_start,
     pipeline_run_step,
 )
-from taskgen.stages.paths import PathError, empty_dir_under_data_root
-from taskgen.stages.rows_output import export_write_dir
-from taskgen.stages.rows_select import (
+from taskgen.stages.export.output import export_write_dir
+from taskgen.stages.export.select import (
     ExportError,
     export_budget_check,
     export_manifest,
@@ -27,6 +26,7 @@ from taskgen.stages.rows_select import (
     export_source_check,
     manifest_sha256,
 )
+from taskgen.stages.paths import PathError, empty_dir_under_data_root
 
 
 def export_out_dir_check(*, out_dir: str | Path, base: Path | None = None) -> Path:
@@ -65,19 +65,16 @@ def export_create(*, run: Run, source: str, judge_config: JudgeConfig | None = N
                        params=params)
 
 
-def export_start(*, run: Run, source: str, judge_config: JudgeConfig | None = None, budget: object = None,
-                 out_dir: str | Path, user=None) -> PipelineRun:
-    """Check the parameters now (so the admin sees a bad one at once) and queue the export as a PipelineRun."""
-    from taskgen.tasks.pipeline import pipeline_run_enqueue
-
+def export_prepare(*, run: Run, source: str, judge_config: JudgeConfig | None = None, budget: object = None,
+                   out_dir: str | Path, user=None) -> PipelineRun:
+    """Check the parameters now (so the admin sees a bad one at once); the export's PipelineRun, for the caller to
+    queue."""
     out = export_out_dir_check(out_dir=out_dir)
     budget = export_budget_check(settings.EXPORT_BUDGET if budget is None else budget)
     export_source_check(source=source, judge_config=judge_config)
     params = {"run": run.pk, "source": source, "judge_config": judge_config.pk if judge_config else None,
               "budget": budget, "out_dir": str(out)}
-    pipeline_run = pipeline_run_create(stage=PipelineRun.Stage.EXPORT, params=params, user=user, run=run)
-    pipeline_run_enqueue(pipeline_run=pipeline_run)
-    return pipeline_run
+    return pipeline_run_create(stage=PipelineRun.Stage.EXPORT, params=params, user=user, run=run)
 
 
 def _selected_manifest(pipeline_run: PipelineRun, out: Path) -> dict:

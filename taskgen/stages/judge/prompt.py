@@ -11,11 +11,11 @@ from django.conf import settings
 
 from taskgen.prompt_files import PromptFile, PromptFileError, load_prompt_file, one_paragraph
 from taskgen.prompt_files import parse_prompt_file as parse_prompt_file_text
-from taskgen.stages.evidence import Evidence
+from taskgen.stages.judge.evidence import Evidence
 
 __all__ = ["DEFAULT_PROMPT_FILE", "JudgePrompt", "PromptFileError", "judge_prompt", "parse_prompt_file"]
 
-DEFAULT_PROMPT_FILE = Path(__file__).resolve().parent.parent / "prompts" / "judge_v1.txt"
+DEFAULT_PROMPT_FILE = Path(__file__).resolve().parents[2] / "prompts" / "judge_v1.txt"
 PLACEHOLDERS = ("task", "n_actions", "actions", "answer", "requests", "changes", "screen_text")
 _REQUIRED = ("system", "prompt")
 

@@ -6,15 +6,19 @@ import logging
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import transaction
 
+from taskgen.models import JudgeConfig, PipelineRun, Run
 from taskgen.pipeline_runs import pipeline_run_finish_if_complete, pipeline_run_is_cancelled, pipeline_run_step
 from taskgen.providers import ProviderError
-from taskgen.stages.judge import judge_episode
+from taskgen.stages.judge.batch import judge_batch_poll, judge_batch_start
+from taskgen.stages.judge.service import judge_episode, judge_prepare
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(name="taskgen.tasks.judge.judge_episode_task", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name="taskgen.stages.judge.tasks.judge_episode_task", acks_late=True, reject_on_worker_lost=True)
 def judge_episode_task(episode_id: int, config_id: int, pipeline_run_id: int | None = None) -> str | None:
     """Judge one episode and count it on its PipelineRun; returns the verdict."""
     if pipeline_run_is_cancelled(pipeline_run_id=pipeline_run_id):
@@ -34,13 +38,9 @@ def judge_episode_task(episode_id: int, config_id: int, pipeline_run_id: int | N
     return verdict
 
 
-@shared_task(name="taskgen.tasks.judge.judge_batch_poll_task", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name="taskgen.stages.judge.tasks.judge_batch_poll_task", acks_late=True, reject_on_worker_lost=True)
 def judge_batch_poll_task(pipeline_run_id: int) -> bool:
     """Collect a Gemini batch job if it is done, else look again after settings.JUDGE_BATCH_POLL_SECONDS."""
-    from django.conf import settings
-
-    from taskgen.stages.judge_batch import judge_batch_poll
-
     if pipeline_run_is_cancelled(pipeline_run_id=pipeline_run_id):
         return True
     try:
@@ -52,3 +52,24 @@ def judge_batch_poll_task(pipeline_run_id: int) -> bool:
     if not done:
         judge_batch_poll_task.apply_async((pipeline_run_id,), countdown=settings.JUDGE_BATCH_POLL_SECONDS)
     return done
+
+
+def judge_start(*, run: Run, config: JudgeConfig, user=None, batch: bool = False) -> PipelineRun:
+    """Queue one Celery task per episode still without a verdict (or submit a batch job and have it polled),
+    tracked by a new PipelineRun."""
+    if batch:
+        pipeline_run = judge_batch_start(run=run, config=config, user=user)
+        if pipeline_run.params.get("batch_name"):  # a job was submitted (else nothing was left to send)
+            pk = pipeline_run.pk
+            transaction.on_commit(lambda: judge_batch_poll_task.apply_async(
+                (pk,), countdown=settings.JUDGE_BATCH_POLL_SECONDS))
+        return pipeline_run
+    pipeline_run, ids = judge_prepare(run=run, config=config, user=user)
+
+    def enqueue() -> None:
+        for episode_id in ids:
+            judge_episode_task.delay(episode_id, config.pk, pipeline_run.pk)
+
+    if ids:
+        transaction.on_commit(enqueue)
+    return pipeline_run

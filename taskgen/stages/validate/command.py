@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from taskgen.cli._lookup import judge_config_find, run_find
-from taskgen.stages.validate import (
+from taskgen.stages.lookup import judge_config_find, run_find
+from taskgen.stages.validate.service import (
     ValidateError,
     ValidateReport,
     default_config,

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.conf import settings
-from django.db import transaction
-
 from taskgen.judging import parse_judge_response, verdict_is_inconsistent
 from taskgen.models import Episode, JudgeConfig, PipelineRun, Run
 from taskgen.pipeline_runs import (
@@ -20,7 +17,7 @@ from taskgen.pipeline_runs import (
 )
 from taskgen.providers.base import ProviderResult
 from taskgen.providers.gemini_batch import gemini_batch_get, gemini_batch_submit
-from taskgen.stages.judge import (
+from taskgen.stages.judge.service import (
     JudgeError,
     _cost,
     _from_cache,
@@ -58,7 +55,8 @@ def _build_pending(run: Run, config: JudgeConfig, pipeline_run_id: int) -> dict:
 
 
 def judge_batch_start(*, run: Run, config: JudgeConfig, user=None) -> PipelineRun:
-    """Submit one batch job for the run's episodes without a verdict; a Celery task polls it until done."""
+    """Submit one batch job for the run's episodes without a verdict (the caller has it polled until done; a run
+    with nothing to send is finished at once)."""
     if config.provider != "gemini":
         raise JudgeError("the Batch API is Gemini's: use --provider gemini, or judge without --batch")
     total = len(episodes_to_judge(run=run, config=config))
@@ -74,10 +72,6 @@ def judge_batch_start(*, run: Run, config: JudgeConfig, user=None) -> PipelineRu
     pipeline_run.params = {**pipeline_run.params, "batch_name": name, "keys": list(pending),
                            "extra": {key: extra for key, (_, extra) in pending.items()}}
     pipeline_run.save(update_fields=["params"])
-    from taskgen.tasks.judge import judge_batch_poll_task
-
-    transaction.on_commit(lambda: judge_batch_poll_task.apply_async(
-        (pipeline_run.pk,), countdown=settings.JUDGE_BATCH_POLL_SECONDS))
     return pipeline_run
 
 

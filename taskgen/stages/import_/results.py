@@ -10,7 +10,7 @@ from django.db import transaction
 
 from taskgen.judging import parse_judge_response, unsupported_citations_count, verdict_is_inconsistent
 from taskgen.models import JudgeConfig, Judgment, VerifierResult
-from taskgen.stages.import_files import (
+from taskgen.stages.import_.files import (
     FileSkipped,
     Skip,
     check_plain_name,

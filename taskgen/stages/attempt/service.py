@@ -1,7 +1,7 @@
 """The attempt stage: run a tasks file's episodes in the browser harness, one Celery task per episode, write them
 as a reference run dir, and import that run dir as a Run when the last episode is in.
 
-`attempt_start` (the CLI and the pipeline page) creates the PipelineRun and queues the episodes;
+`attempt_prepare` creates the run dir and the PipelineRun (`tasks.attempt_start` queues its episodes);
 `attempt_episode` (the Celery task, or the CLI with --inline) runs one; the last one to finish imports the run.
 The run dir is DATA_ROOT/attempts/<name>/: tasks.jsonl, one folder per task, results.jsonl, and a hidden
 .attempt/ folder with one small outcome file per finished episode (how a rerun knows an episode is done).
@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from sandbox.seed import SITES
@@ -31,7 +30,8 @@ from taskgen.pipeline_runs import (
     pipeline_run_start,
     pipeline_run_step,
 )
-from taskgen.stages.import_files import is_plain_name
+from taskgen.stages.import_.files import is_plain_name
+from taskgen.stages.import_.service import import_run_dir
 
 AGENTS = {"scripted": "scripted (simulation)"}
 OUTCOMES = ".attempt"
@@ -87,9 +87,9 @@ def _check_start(*, agent: str, name: str, mistakes: float) -> None:
         raise AttemptError(f"a run named {name!r} already exists; choose another --name")
 
 
-def attempt_start(*, tasks_file: Path, agent: str, name: str, mistakes: float = 0.3, seed: int = 0,
-                  limit: int | None = None, user=None, enqueue: bool = True) -> PipelineRun:
-    """Create the run dir and the PipelineRun, and queue one Celery episode task per task (after commit)."""
+def attempt_prepare(*, tasks_file: Path, agent: str, name: str, mistakes: float = 0.3, seed: int = 0,
+                    limit: int | None = None, user=None) -> PipelineRun:
+    """Create the run dir and the PipelineRun of an attempt (its episodes are queued by the caller)."""
     _check_start(agent=agent, name=name, mistakes=mistakes)
     tasks = attempt_tasks_read(tasks_file=tasks_file, limit=limit)
     run_dir = attempt_run_dir(name)
@@ -99,18 +99,18 @@ def attempt_start(*, tasks_file: Path, agent: str, name: str, mistakes: float = 
     params = {"tasks_file": str(tasks_file), "agent": agent, "agent_name": AGENTS[agent], "name": name,
               "mistakes": mistakes, "seed": seed, "limit": limit, "run_dir": str(run_dir),
               "max_steps": settings.HARNESS_MAX_STEPS}
-    pipeline_run = pipeline_run_create(stage=PipelineRun.Stage.ATTEMPT, params=params, user=user, total=len(tasks))
-    if enqueue:
-        from taskgen.tasks.attempt import attempt_episode_task
-
-        ids = [t["task_id"] for t in tasks]
-        transaction.on_commit(lambda: [attempt_episode_task.delay(pipeline_run.pk, tid) for tid in ids])
-    return pipeline_run
+    return pipeline_run_create(stage=PipelineRun.Stage.ATTEMPT, params=params, user=user, total=len(tasks))
 
 
-def attempt_resume(*, pipeline_run: PipelineRun, user=None) -> PipelineRun:
-    """Reopen a failed or cancelled attempt and queue only the episodes with no outcome yet (a crashed episode has
-    one: it is recorded as failed); with none left, import the run now."""
+def attempt_task_ids(*, pipeline_run: PipelineRun) -> list[str]:
+    """The task ids of an attempt, in its tasks file's order."""
+    run_dir = Path(pipeline_run.params["run_dir"])
+    return [t["task_id"] for t in attempt_tasks_read(tasks_file=run_dir / "tasks.jsonl")]
+
+
+def attempt_reopen(*, pipeline_run: PipelineRun) -> list[str]:
+    """Reopen a failed or cancelled attempt; the task ids with no outcome yet, to queue again (a crashed episode
+    has one: it is recorded as failed); with none left, the run is imported now."""
     run_dir = Path(pipeline_run.params["run_dir"])
     done = {p.stem for p in (run_dir / OUTCOMES).glob("*.json")}
     todo = [t["task_id"] for t in attempt_tasks_read(tasks_file=run_dir / "tasks.jsonl") if t["task_id"] not in done]
@@ -119,14 +119,9 @@ def attempt_resume(*, pipeline_run: PipelineRun, user=None) -> PipelineRun:
     if not PipelineRun.objects.filter(pk=pipeline_run.pk, status__in=resumable).update(
             status=status, finished_at=None):
         raise AttemptError(f"only a failed or cancelled attempt can be resumed; this one is {pipeline_run.status}")
-    if todo:
-        from taskgen.tasks.attempt import attempt_episode_task
-
-        transaction.on_commit(lambda: [attempt_episode_task.delay(pipeline_run.pk, tid) for tid in todo])
-    else:
+    if not todo:
         attempt_finish_if_complete(pipeline_run_id=pipeline_run.pk)
-    pipeline_run.refresh_from_db()
-    return pipeline_run
+    return todo
 
 
 def _load(pipeline_run_id: int) -> tuple[PipelineRun, Path]:
@@ -199,8 +194,6 @@ def attempt_finish_if_complete(*, pipeline_run_id: int) -> bool:
 
 def attempt_import(*, pipeline_run: PipelineRun, run_dir: Path) -> dict:
     """results.jsonl from the outcomes, then the run dir imported as a Run; failed episodes marked as failed."""
-    from taskgen.stages.importer import import_run_dir
-
     outcomes = _outcomes(run_dir)
     results = "".join(json.dumps({"task_id": o["task_id"], "ok": o["ok"]}) + "\n" for o in outcomes
                       if o["ok"] is not None)

@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db.models import Prefetch
 
 from taskgen.blobs import blob_path
-from taskgen.models import Episode, Export, Screenshot
-from taskgen.stages.rows_select import ExportError, manifest_bytes, report_bytes
+from taskgen.models import Blob, Episode, Export, Screenshot
+from taskgen.stages.export.select import ExportError, manifest_bytes, report_bytes
 
 BATCH = 100  # episodes loaded at a time: their rows text is the big part
 COPY_BUFFER = 1 << 20
@@ -197,8 +197,6 @@ def export_stream_targz(*, export: Export) -> Iterator[bytes]:
 def export_missing_files(*, export: Export) -> list[str]:
     """Row images of the export whose blob file is gone (checked before a download starts, since a stream that
     breaks halfway cannot say why)."""
-    from taskgen.models import Blob
-
     shas = {sha for e in export.manifest.get("episodes", []) for _, sha in e.get("images", [])}
     missing = []
     for blob in Blob.objects.filter(sha256__in=shas).only("sha256").iterator(chunk_size=2000):

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import transaction
 
 from taskgen.models import Site, Task
-from taskgen.stages.import_files import (
+from taskgen.stages.import_.files import (
     FileSkipped,
     ImportFailed,
     Skip,

@@ -26,10 +26,10 @@ from taskgen.models import Episode, JudgeConfig, Judgment, PipelineRun, Run
 from taskgen.pipeline_runs import pipeline_run_create, pipeline_run_finish, pipeline_run_start, pipeline_run_step
 from taskgen.providers import ProviderError, ProviderImage, ProviderRequest, ProviderResult, provider_for
 from taskgen.providers.rules import VERSION as RULES_VERSION
-from taskgen.stages import judge_images
-from taskgen.stages.evidence import Evidence, evidence_for_episode
-from taskgen.stages.judge_prompt import judge_prompt
-from taskgen.stages.rate_limit import rate_limit_acquire
+from taskgen.stages.judge import images as judge_images
+from taskgen.stages.judge.evidence import Evidence, evidence_for_episode
+from taskgen.stages.judge.prompt import judge_prompt
+from taskgen.stages.judge.rate_limit import rate_limit_acquire
 
 log = logging.getLogger(__name__)
 RULES_MODEL = RULES_VERSION  # a new version of the baseline is a new judge config: verdicts never mix
@@ -203,28 +203,16 @@ def episodes_to_judge(*, run: Run, config: JudgeConfig) -> list[int]:
     return list(pending.values_list("pk", flat=True))
 
 
-def judge_start(*, run: Run, config: JudgeConfig, user=None, batch: bool = False) -> PipelineRun:
-    """Queue one Celery task per episode still without a verdict, tracked by a new PipelineRun."""
-    if batch:
-        from taskgen.stages.judge_batch import judge_batch_start
-
-        return judge_batch_start(run=run, config=config, user=user)
-    from taskgen.tasks.judge import judge_episode_task
-
+def judge_prepare(*, run: Run, config: JudgeConfig, user=None) -> tuple[PipelineRun, list[int]]:
+    """A running PipelineRun over the run's episodes still without a verdict, and their ids (the caller queues
+    them); with none, the run is finished at once with its summary."""
     ids = episodes_to_judge(run=run, config=config)
     pipeline_run = pipeline_run_create(stage=PipelineRun.Stage.JUDGE, user=user, run=run, total=len(ids),
-                                       params={"judge": config.key, "config_id": config.pk, "batch": batch})
+                                       params={"judge": config.key, "config_id": config.pk, "batch": False})
     pipeline_run_start(pipeline_run_id=pipeline_run.pk, total=len(ids))
     if not ids:
         pipeline_run_finish(pipeline_run_id=pipeline_run.pk, result=judge_summary(run=run, config=config))
-        return pipeline_run
-
-    def enqueue() -> None:
-        for episode_id in ids:
-            judge_episode_task.delay(episode_id, config.pk, pipeline_run.pk)
-
-    transaction.on_commit(enqueue)
-    return pipeline_run
+    return pipeline_run, ids
 
 
 def judge_run_here(*, run: Run, config: JudgeConfig, workers: int = 1, user=None,

@@ -18,7 +18,8 @@ from pathlib import Path
 from django.conf import settings
 
 from taskgen.models import PipelineRun
-from taskgen.stages.attempt import AttemptError, attempt_episode, attempt_finish_if_complete, attempt_start
+from taskgen.stages.attempt.service import AttemptError, attempt_episode, attempt_finish_if_complete, attempt_prepare
+from taskgen.stages.attempt.tasks import attempt_start
 
 NAME = "attempt"
 HELP = "Run a tasks file's episodes in the browser harness (one Celery task each) and import them as a run."
@@ -39,9 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: dict, stdout, stderr) -> int:
     try:
-        pipeline_run = attempt_start(tasks_file=options["tasks"], agent=options["agent"], name=options["name"],
-                                     mistakes=options["mistakes"], seed=options["seed"], limit=options["limit"],
-                                     enqueue=not options["inline"])
+        start = attempt_prepare if options["inline"] else attempt_start
+        pipeline_run = start(tasks_file=options["tasks"], agent=options["agent"], name=options["name"],
+                             mistakes=options["mistakes"], seed=options["seed"], limit=options["limit"])
     except AttemptError as exc:
         stderr.write(f"attempt: {exc}")
         return 2
