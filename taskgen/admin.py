@@ -6,6 +6,7 @@ from django.utils import timezone
 from review.roles import Role, has_role
 from taskgen import models
 from taskgen.engine.registry import stage_start
+from taskgen.stages.judge.prompt import judge_prompt
 
 
 @admin.register(models.Site)
@@ -74,7 +75,7 @@ def _start_from_admin(modeladmin: admin.ModelAdmin, request, stage: str, params:
 
 def _default_judge_params(run_pk: int) -> dict:
     return {"run": run_pk, "provider": settings.JUDGE_PROVIDER, "model": settings.JUDGE_MODEL,
-            "prompt_version": "v1", "image_policy": "default", "batch": False}
+            "prompt_version": judge_prompt().version, "image_policy": settings.JUDGE_IMAGE_POLICY, "batch": False}
 
 
 @admin.action(description="Judge with the default judge (settings' provider and model)")

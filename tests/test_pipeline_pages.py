@@ -285,6 +285,20 @@ def test_the_django_admin_action_starts_an_export_of_human_rows(client, hand_run
 
 
 @pytest.mark.django_db
+def test_the_django_admin_action_judges_with_the_default_judge(client, hand_run, settings, monkeypatch):
+    from django.contrib.auth import get_user_model
+
+    settings.JUDGE_PROVIDER = "rules"
+    monkeypatch.setattr("taskgen.stages.judge.tasks.judge_episode_task.delay", lambda *args: None)
+    client.force_login(get_user_model().objects.create_superuser("root", "", "pw-for-tests"))
+    response = client.post(reverse("admin:taskgen_run_changelist"),
+                           {"action": "judge_runs", "_selected_action": [hand_run.pk]}, follow=True)
+    assert "not started" not in response.content.decode()
+    pr = PipelineRun.objects.get()
+    assert pr.stage == "judge" and pr.run == hand_run and pr.params["judge"].startswith("rules:")
+
+
+@pytest.mark.django_db
 def test_a_staff_user_without_the_admin_role_cannot_start_stages_from_the_django_admin(client, hand_run):
     from django.contrib.auth.models import Permission
 

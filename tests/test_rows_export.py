@@ -262,3 +262,13 @@ def test_a_run_imported_by_the_importer_exports_what_the_reference_exports(setti
     assert sorted(p.name for p in ours.iterdir() if p.is_dir()) == sorted(
         p.name for p in (tmp_path / "ref").iterdir() if p.is_dir())
     assert export.manifest["params"]["order_from"] == "tasks file"
+
+
+@pytest.mark.parametrize("task_id", ["../up", ".hidden", "a/b", "a\\b", "with space", "", "x" * 201])
+def test_import_attempt_and_export_refuse_the_same_unsafe_task_ids(task_id):
+    from taskgen.names import is_plain_name
+    from taskgen.stages.export.output import safe_name
+
+    assert not is_plain_name(task_id)
+    with pytest.raises(ExportError, match="not a safe file name"):
+        safe_name(task_id)

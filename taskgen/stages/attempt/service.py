@@ -22,6 +22,7 @@ from taskgen.harness.episode import episode_run
 from taskgen.harness.rundir import EpisodeRecord, episode_write
 from taskgen.harness.server import sandbox_base_url
 from taskgen.models import Episode, PipelineRun, Run, Site, VerifierResult
+from taskgen.names import is_plain_name
 from taskgen.pipeline_runs import (
     pipeline_run_create,
     pipeline_run_error,
@@ -30,7 +31,6 @@ from taskgen.pipeline_runs import (
     pipeline_run_start,
     pipeline_run_step,
 )
-from taskgen.stages.import_.files import is_plain_name
 from taskgen.stages.import_.service import import_run_dir
 
 AGENTS = {"scripted": "scripted (simulation)"}

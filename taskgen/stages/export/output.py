@@ -20,6 +20,7 @@ from django.db.models import Prefetch
 
 from taskgen.blobs import blob_path
 from taskgen.models import Blob, Episode, Export, Screenshot
+from taskgen.names import is_plain_name
 from taskgen.stages.export.select import ExportError, manifest_bytes, report_bytes
 
 BATCH = 100  # episodes loaded at a time: their rows text is the big part
@@ -29,7 +30,7 @@ GZIP_LEVEL = 1
 
 def safe_name(name: str) -> str:
     """A file or folder name from imported data, refused when it could climb out of the export folder."""
-    if not name or name in {".", ".."} or name.startswith(".") or any(c in name for c in "/\\\x00"):
+    if not is_plain_name(name):
         raise ExportError(f"{name!r} is not a safe file name for an export")
     return name
 

@@ -3,15 +3,15 @@ JSON that parses. Every refusal is a `FileSkipped` whose message says why, for t
 from __future__ import annotations
 
 import json
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.names import is_plain_name
+
 # A task id names a folder: letters, digits, _ . - only, not starting with a dot (no "..", no hidden names).
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,199}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,6 @@ class ImportFailed(ValueError):
 
 class FileSkipped(Exception):
     """This file (or folder) cannot be imported; the message is the reason shown to the researcher."""
-
-
-def is_plain_name(value: object) -> bool:
-    """True for a task id that is safe as one folder name (no separator, NUL, '..' or leading dot)."""
-    return isinstance(value, str) and _PLAIN_NAME.fullmatch(value) is not None
 
 
 def check_plain_name(value: object) -> str:

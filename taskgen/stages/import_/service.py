@@ -17,8 +17,9 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from taskgen.models import Episode, Run
+from taskgen.names import is_plain_name
 from taskgen.stages.import_.episode import PreparedEpisode, episode_prepare, episode_save
-from taskgen.stages.import_.files import ImportFailed, Skip, is_plain_name
+from taskgen.stages.import_.files import ImportFailed, Skip
 from taskgen.stages.import_.results import judgments_import, verifier_results_import
 from taskgen.stages.import_.tasks_file import TaskSet, tasks_file_locate, tasks_read, tasks_save
 

@@ -9,12 +9,11 @@ log entry, change or action it came from, so the review page can link a line to 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 
 from taskgen.models import Episode, Screenshot
+from taskgen.request_noise import is_request_noise
 
-SKIPPED_PATH = re.compile(r"^/(_admin|static|favicon)|\.(css|js|png|jpg|svg|ico|woff2?)$")
 REQUEST_CAP, CHANGE_CAP, ACTION_CAP = 60, 30, 40
 ANSWER_CAP, SCREEN_TEXT_CAP, SCREENSHOT_CAP = 1500, 2500, 10
 DONE_MARKERS = ("done", "macro_done")
@@ -69,7 +68,7 @@ def _kept_params(params, dropped: tuple[str, ...] = ()):
 def request_line(entry: dict) -> str | None:
     """`GET /path ?{"q": "x"} body {...} -> 200`, or None for a static, favicon or admin request."""
     path = str(entry.get("path") or "")
-    if SKIPPED_PATH.search(path):
+    if is_request_noise(path):
         return None
     query = _kept_params(entry.get("query") or {})
     body = _kept_params(entry.get("body"), ("csrf_token",))
