@@ -322,6 +322,7 @@ class PipelineRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    woken_at = models.DateTimeField(null=True, blank=True, help_text="when workers were last sent for its units")
 
     class Meta:
         ordering = ["-created_at"]
@@ -340,6 +341,36 @@ class PipelineRun(models.Model):
     @property
     def percent(self) -> int:
         return int(100 * (self.done + self.failed) / self.total) if self.total else 0
+
+
+class WorkUnit(models.Model):
+    """One unit of a PipelineRun's work (an episode to judge, a run dir to import, an export to write): the truth
+    of a run's progress. Workers claim units with a lease; the reconciler re-queues units whose lease ran out."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+        CANCELLED = "cancelled", "cancelled"
+
+    pipeline_run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="units")
+    key = models.CharField(max_length=300, help_text="what the unit is, in its stage's words (an episode id, ...)")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease_owner = models.CharField(max_length=200, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    not_before = models.DateTimeField(null=True, blank=True, help_text="a unit told to wait is not leased before")
+    last_error = models.TextField(blank=True)
+    result = models.JSONField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["pipeline_run", "key"], name="one_unit_per_key")]
+        indexes = [models.Index(fields=["pipeline_run", "status"]), models.Index(fields=["status", "lease_until"])]
+
+    def __str__(self) -> str:
+        return f"unit {self.key} of {self.pipeline_run_id} ({self.status})"
 
 
 class Export(models.Model):

@@ -67,3 +67,15 @@ def shop_episode(run=None, instruction: str = "Search for the red mug and add it
               "answer": "Added the red mug to the cart.", "screen_text": ["Home", "Cart: Red mug x1"]}
     fields.update(extra)
     return EpisodeFactory(run=run or RunFactory(), task=task, **fields)
+
+
+def judge_here(*, run, config):
+    """Judge a run on the engine, its units worked in this process (as `taskgen judge --provider rules` does)."""
+    import io
+
+    from taskgen.engine.control import run_start
+    from taskgen.engine.wait import run_wait
+    from taskgen.stages.judge.work import JudgeParams
+
+    pipeline_run = run_start(stage="judge", params=JudgeParams(run=run.pk, config_id=config.pk, judge=config.key))
+    return run_wait(pipeline_run=pipeline_run, stream=io.StringIO(), work_here=1, poll_seconds=0.05).pipeline_run

@@ -21,14 +21,19 @@ from django.core.management import call_command
 from django.db import connection
 
 from taskgen.celery import app as celery_app
+from taskgen.engine.control import run_start
 from taskgen.models import Judgment, PipelineRun
 from taskgen.stages.judge.service import judge_config_for
-from taskgen.stages.judge.tasks import judge_start
+from taskgen.stages.judge.work import JudgeParams
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini
 from tests.judge_helpers import shop_episode
 
 ROOT = Path(__file__).resolve().parent.parent
+# Short leases and a quick reconciler (Celery beat runs beside the worker, as in `make demo`), so a killed worker's
+# episode is back in the queue within seconds.
+SHORT_LEASES = {"TASKGEN_ENGINE_LEASE_SECONDS": "4", "TASKGEN_ENGINE_RECONCILE_SECONDS": "1",
+                "TASKGEN_ENGINE_WAKE_AGAIN_SECONDS": "2", "TASKGEN_ENGINE_SLICE_SECONDS": "20"}
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
 
 
@@ -48,8 +53,10 @@ def worker(shared_fake, django_db_setup, django_db_blocker, tmp_path_factory):
         _purge_judge_queue()
         process = _start_worker(shared_fake, log_path, concurrency=1)
     process.log_path = log_path
+    beat = start_beat(log_path.parent, worker_env(shared_fake, log_path))
     yield process
     _stop_worker(process)
+    _stop_worker(beat)
 
 
 @pytest.fixture
@@ -70,14 +77,27 @@ def _purge_judge_queue() -> None:
         conn.default_channel.queue_purge("judge")
 
 
-def _start_worker(fake: FakeGemini, log_path: Path, concurrency: int) -> subprocess.Popen:
+def start_beat(folder: Path, env: dict) -> subprocess.Popen:
+    """Celery beat, which sends the engine's reconciler on its schedule."""
+    command = [sys.executable, "-m", "celery", "-A", "taskgen", "beat", "-s", str(folder / "beat-schedule"),
+               "--loglevel", "INFO"]
+    log = (folder / "beat.log").open("w")
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def worker_env(fake: FakeGemini, log_path: Path) -> dict:
     media = log_path.parent / "media"  # the worker tests' episodes have no screenshots: nothing is read from here
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.celery_worker_settings",
+    return {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.celery_worker_settings",
            "TASKGEN_WORKER_DB_NAME": str(connection.settings_dict["NAME"]),
            "TASKGEN_MEDIA_ROOT": str(media), "GEMINI_API_KEY": "test-key-not-real",
            "GOOGLE_GEMINI_BASE_URL": fake.base_url, "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-           "TASKGEN_JUDGE_RETRY_BASE": "0.05", "TASKGEN_JUDGE_TIMEOUT": "20", "TASKGEN_JUDGE_BATCH_POLL": "1"}
-    command = [sys.executable, "-m", "celery", "-A", "taskgen", "worker", "-Q", "judge", "--pool", "prefork",
+           "TASKGEN_JUDGE_RETRY_BASE": "0.05", "TASKGEN_JUDGE_TIMEOUT": "20", "TASKGEN_JUDGE_BATCH_POLL": "1",
+           **SHORT_LEASES}
+
+
+def _start_worker(fake: FakeGemini, log_path: Path, concurrency: int) -> subprocess.Popen:
+    env = worker_env(fake, log_path)
+    command = [sys.executable, "-m", "celery", "-A", "taskgen", "worker", "-Q", "judge,default", "--pool", "prefork",
                "--concurrency", str(concurrency), "--loglevel", "INFO", "--without-heartbeat", "--without-mingle",
                "--without-gossip", "-n", f"judge-test-{uuid.uuid4().hex[:8]}@%h"]
     log = log_path.open("w")
@@ -107,6 +127,10 @@ def _wait_for(condition, seconds: float, what: str, log_path: Path | None = None
     raise AssertionError(f"timed out waiting for {what}\n{tail}")
 
 
+def _judge(run, config) -> PipelineRun:
+    return run_start(stage="judge", params=JudgeParams(run=run.pk, config_id=config.pk, judge=config.key))
+
+
 def _finished(*pipeline_runs: PipelineRun) -> bool:
     return all(PipelineRun.objects.get(pk=p.pk).is_finished for p in pipeline_runs)
 
@@ -120,14 +144,15 @@ def test_a_run_judged_twice_gets_one_judgment_per_episode(fake_gemini, worker):
     run = RunFactory()
     episodes = [shop_episode(run=run, instruction=f"Search for the red mug number {i} and add it") for i in range(6)]
     config = judge_config_for("gemini")
-    first = judge_start(run=run, config=config)
-    second = judge_start(run=run, config=config)  # pressed twice: every episode is queued twice
+    first = _judge(run, config)
+    second = _judge(run, config)  # pressed twice: every episode has a unit in both runs
     assert (first.total, second.total) == (6, 6)
     _wait_for(lambda: _finished(first, second), 90, "both passes", worker.log_path)
     assert Judgment.objects.filter(config=config).count() == 6
     assert set(Judgment.objects.values_list("episode_id", flat=True)) == {e.pk for e in episodes}
     assert all(PipelineRun.objects.get(pk=p.pk).done == 6 for p in (first, second))
-    assert judge_start(run=run, config=config).total == 0  # a third pass has nothing left to judge
+    third = _judge(run, config)  # a third pass has nothing left to judge, and says so
+    assert third.total == 0 and third.status == "done" and "nothing to judge" in third.result["nothing_to_do"]
 
 
 def test_a_worker_killed_mid_call_is_redelivered_and_stored_once(fake_gemini, worker):
@@ -135,7 +160,7 @@ def test_a_worker_killed_mid_call_is_redelivered_and_stored_once(fake_gemini, wo
     run = RunFactory()
     episode = shop_episode(run=run)
     config = judge_config_for("gemini")
-    pipeline_run = judge_start(run=run, config=config)
+    pipeline_run = _judge(run, config)
     _wait_for(lambda: len(fake_gemini.requests) == 1, 60, "the first judge call", worker.log_path)
     [child] = _children(worker.pid)
     fake_gemini.latency = 0.1
@@ -156,7 +181,7 @@ def test_the_cli_judges_a_run_through_celery_and_prints_the_summary(fake_gemini,
     summary = json.loads(out.getvalue().strip().splitlines()[-1])
     assert summary == {"episodes": 3, "success": 3, "rate": 1.0, "no_verdict": 0, "errors": 0,
                        "judge": "gemini-3.5-flash"}
-    assert "queued 3 episodes" in err.getvalue() and "judged 3/3" in err.getvalue()
+    assert "judging 3 episodes" in err.getvalue() and "] 3/3 done, 0 failed" in err.getvalue()
     assert len(list((tmp_path / "judge").glob("*.json"))) == 3
 
 

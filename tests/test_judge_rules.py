@@ -12,10 +12,10 @@ from taskgen.models import Judgment
 from taskgen.providers import ProviderRequest
 from taskgen.providers.rules import LABEL, RulesProvider, goal_parts
 from taskgen.stages.judge.evidence import evidence_for_episode
-from taskgen.stages.judge.service import RULES_MODEL, judge_config_for, judge_episode, judge_run_here
+from taskgen.stages.judge.service import RULES_MODEL, judge_config_for, judge_episode
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import FakeGemini
-from tests.judge_helpers import DATA_CHANGES, add_screenshots, shop_episode
+from tests.judge_helpers import DATA_CHANGES, add_screenshots, judge_here, shop_episode
 
 
 def _rules(episode) -> Judgment:
@@ -88,8 +88,8 @@ def test_judging_a_run_twice_judges_only_what_has_no_verdict(db):
     run = RunFactory()
     episodes = [shop_episode(run=run), shop_episode(run=run, request_log=[], data_changes=[], answer="")]
     config = judge_config_for("rules")
-    first = judge_run_here(run=run, config=config)
-    second = judge_run_here(run=run, config=config)
+    first = judge_here(run=run, config=config)
+    second = judge_here(run=run, config=config)
     assert (first.total, first.done, second.total) == (2, 2, 0)
     assert Judgment.objects.filter(episode__in=episodes).count() == 2
 
@@ -109,7 +109,7 @@ def test_cli_judges_offline_with_rules_and_writes_the_reference_files(db, tmp_pa
     out, err = _cli("sandbox-run", "--write-dir", str(tmp_path / "sandbox-run_judge"))
     assert json.loads(out.strip().splitlines()[-1]) == {
         "episodes": 2, "success": 1, "rate": 0.5, "no_verdict": 0, "errors": 0, "judge": RULES_MODEL}
-    assert "judged 2/2" in err or "in this process" in err
+    assert "] 2/2 done, 0 failed" in err and "here with 1 thread" in err
     record = json.loads((tmp_path / "sandbox-run_judge" / f"{good.task.task_id}.json").read_text())
     assert set(record) == {"task_id", "predicted_label", "verdict", "response", "model"}
     assert (record["predicted_label"], record["verdict"], record["model"]) == (1, True, RULES_MODEL)
@@ -157,7 +157,7 @@ def test_failed_episodes_are_not_judged(db):
     run = RunFactory()
     shop_episode(run=run)
     shop_episode(run=run, status="failed", failure_reason="browser crashed")
-    assert judge_run_here(run=run, config=judge_config_for("rules")).total == 1
+    assert judge_here(run=run, config=judge_config_for("rules")).total == 1
 
 
 def test_write_dir_never_writes_outside_its_folder(db, tmp_path, settings):

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from taskgen.blobs import blob_path
 from taskgen.engine.stage_runs import stage_run
-from taskgen.models import Export, JudgeConfig, PipelineRun, Screenshot
+from taskgen.models import Export, JudgeConfig, Judgment, PipelineRun, Screenshot
 from taskgen.stages.export.service import export_create
 from tests.factories import EpisodeFactory, RunFactory, UserFactory
 from tests.runfiles import load_run_dir, write_run_dir
@@ -289,7 +289,7 @@ def test_the_django_admin_action_judges_with_the_default_judge(client, hand_run,
     from django.contrib.auth import get_user_model
 
     settings.JUDGE_PROVIDER = "rules"
-    monkeypatch.setattr("taskgen.stages.judge.tasks.judge_episode_task.delay", lambda *args: None)
+    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda *args, **kwargs: None)
     client.force_login(get_user_model().objects.create_superuser("root", "", "pw-for-tests"))
     response = client.post(reverse("admin:taskgen_run_changelist"),
                            {"action": "judge_runs", "_selected_action": [hand_run.pk]}, follow=True)
@@ -312,12 +312,12 @@ def test_a_staff_user_without_the_admin_role_cannot_start_stages_from_the_django
 
 
 @pytest.mark.django_db
-def test_judge_starts_from_the_page_finishes_and_resumes_by_starting_again(admin_client_role, monkeypatch,
+def test_judge_starts_from_the_page_finishes_and_resumes_its_own_units(admin_client_role, monkeypatch,
                                                                           django_capture_on_commit_callbacks):
-    from taskgen.stages.judge.service import judge_episode
+    from taskgen.engine.worker import work
 
-    monkeypatch.setattr("taskgen.stages.judge.tasks.judge_episode_task.delay", lambda episode_id, config_id, run_id:
-                        judge_episode(episode_id=episode_id, config_id=config_id, pipeline_run_id=run_id))
+    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda args, **kwargs:
+                        work(pipeline_run_id=args[0], owner="test"))
     run = RunFactory()
     EpisodeFactory.create_batch(2, run=run)
     form = {"run": run.pk, "provider": "rules", "model": "ignored", "prompt_version": "judge-v1",
@@ -329,11 +329,16 @@ def test_judge_starts_from_the_page_finishes_and_resumes_by_starting_again(admin
     assert first.params["judge"] == "rules:rules-v2:judge-v1:none" and first.params["started_with"]["run"] == run.pk
     assert run.episodes.filter(judgments__config__provider="rules").count() == 2
 
+    assert first.status == "done" and first.result["episodes"] == 2 and first.units.count() == 2
+
     PipelineRun.objects.filter(pk=first.pk).update(status="failed")
-    response = admin_client_role.post(reverse("review:pipeline_resume", args=[first.pk]))
-    again = PipelineRun.objects.exclude(pk=first.pk).get()
-    assert response["Location"] == again.get_absolute_url() and again.params["resumed_from"] == first.pk
-    assert again.total == 0  # both episodes already have a verdict: resuming judges nothing twice
+    first.units.filter(key=str(run.episodes.first().pk)).update(status="failed", last_error="lost")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_client_role.post(reverse("review:pipeline_resume", args=[first.pk]))
+    assert response["Location"] == first.get_absolute_url() and PipelineRun.objects.count() == 1
+    first.refresh_from_db()
+    assert first.status == "done" and first.done == 2 and first.failed == 0
+    assert Judgment.objects.filter(episode__run=run).count() == 2  # the judged episode was not judged twice
 
 
 @pytest.mark.django_db

@@ -3,10 +3,14 @@ review queues (false-positive audit first) and validate page have verdicts to sh
 from __future__ import annotations
 
 import argparse
+import io
 import json
 
-from taskgen.models import Run
-from taskgen.stages.judge.service import episodes_to_judge, judge_config_for, judge_run_here, judge_summary
+from taskgen.engine.control import run_start
+from taskgen.engine.wait import run_wait
+from taskgen.models import PipelineRun, Run
+from taskgen.stages.judge.service import episodes_to_judge, judge_config_for, judge_summary
+from taskgen.stages.judge.work import JudgeParams
 
 NAME = "demo-judge"
 HELP = "Judge every run's unjudged episodes with the rules baseline (offline; a heuristic, not a model)."
@@ -25,7 +29,10 @@ def run(options: dict, stdout, stderr) -> int:
     for run in runs:
         errors = 0
         if episodes_to_judge(run=run, config=config):  # a second `make demo` adds no empty judge runs
-            errors = judge_run_here(run=run, config=config, workers=options["workers"]).failed
+            pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
+                                     params=JudgeParams(run=run.pk, config_id=config.pk, judge=config.key))
+            errors = run_wait(pipeline_run=pipeline_run, stream=io.StringIO(),
+                              work_here=max(1, options["workers"])).pipeline_run.failed
         summary = judge_summary(run=run, config=config, errors=errors)
         stdout.write(f"demo judge: {run.name}: {json.dumps(summary)}")
     return 0

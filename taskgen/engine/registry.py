@@ -1,8 +1,9 @@
 """Every stage an admin can start from the app, behind one call: `stage_start(stage=..., params=..., user=...)`.
 
-Import, validate and export run as one Celery task of ours (`taskgen.engine.stage_runs`); attempt and judge
-queue their own work through their modules' start functions. Those modules are looked up when a stage starts,
-not when the web process imports this one: the attempt stage pulls in the browser harness, which pages never need.
+Stages on the engine (taskgen/engine/stage_table.py: judge) start, cancel and resume through taskgen/engine/control.py.
+Import, validate and export still run as one Celery task of ours (`taskgen.engine.stage_runs`); attempt queues its
+own episodes. The attempt module is looked up when it starts, not when the web process imports this one: it pulls in
+the browser harness, which pages never need.
 """
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from collections.abc import Callable
 from django.db import transaction
 from django.utils import timezone
 
+from taskgen.engine.control import ResumeError, run_cancel, run_resume, run_start  # noqa: F401  (ResumeError: the views')
 from taskgen.engine.stage_runs import RUNNERS, StageUnavailable, stage_function
+from taskgen.engine.stage_table import runs_on_engine
 from taskgen.engine.tasks import pipeline_run_enqueue
 from taskgen.models import JudgeConfig, PipelineRun, Run
 from taskgen.pipeline_runs import pipeline_run_create
 from taskgen.stages.export.service import export_prepare
+from taskgen.stages.judge.work import judge_params_check
 from taskgen.stages.paths import existing_dir_under_data_root, existing_file_under_data_root
 
 log = logging.getLogger(__name__)
@@ -50,11 +54,12 @@ def attempt_begin(*, params: dict, user) -> PipelineRun:
 
 
 def judge_begin(*, params: dict, user) -> PipelineRun:
-    start = stage_function("taskgen.stages.judge.tasks", "judge_start")
-    config_for = stage_function("taskgen.stages.judge.service", "judge_config_for")
-    config = config_for(params["provider"], params["model"], params["prompt_version"], params["image_policy"])
-    run = Run.objects.get(pk=params["run"])
-    return start(run=run, config=config, user=user, batch=bool(params.get("batch")))
+    if params.get("batch"):  # Gemini's Batch API: one job, polled; not (yet) units on the engine
+        start = stage_function("taskgen.stages.judge.tasks", "judge_start")
+        config = judge_params_check(params)
+        return start(run=Run.objects.get(pk=config.run), config=JudgeConfig.objects.get(pk=config.config_id),
+                     user=user, batch=True)
+    return run_start(stage=Stage.JUDGE, params=params, user=user, started_with=params)
 
 
 def validate_begin(*, params: dict, user) -> PipelineRun:
@@ -79,13 +84,14 @@ STARTS: dict[str, Callable[..., PipelineRun]] = {
 
 
 def stage_start(*, stage: str, params: dict, user) -> PipelineRun:
-    """Start a stage; the form values are kept on the PipelineRun (`started_with`) so it can be started again."""
+    """Start a stage; the form values are kept on the PipelineRun (`started_with`) to show how it was started."""
     if stage not in STARTS:
         raise StageUnavailable(f"there is no {stage!r} stage to start")
     with transaction.atomic():
         pipeline_run = STARTS[stage](params=params, user=user)
-        pipeline_run.params = {**(pipeline_run.params or {}), "started_with": params}
-        pipeline_run.save(update_fields=["params"])
+        if "started_with" not in (pipeline_run.params or {}):
+            pipeline_run.params = {**(pipeline_run.params or {}), "started_with": params}
+            pipeline_run.save(update_fields=["params"])
     return pipeline_run
 
 
@@ -95,20 +101,24 @@ ACTIVE = [PipelineRun.Status.QUEUED, PipelineRun.Status.RUNNING]
 RESUMABLE = [PipelineRun.Status.FAILED, PipelineRun.Status.CANCELLED]
 
 
-class ResumeError(ValueError):
-    """The run cannot be resumed (it is still going, or it finished)."""
+def _on_engine(pipeline_run: PipelineRun) -> bool:
+    return runs_on_engine(pipeline_run.stage) and pipeline_run.units.exists()
 
 
 def pipeline_run_cancel(*, pipeline_run: PipelineRun) -> bool:
     """Cancel a queued or running run: queued work drops itself, running work stops after its current unit."""
-    now = timezone.now()
+    if _on_engine(pipeline_run):
+        return run_cancel(pipeline_run=pipeline_run)
     return PipelineRun.objects.filter(pk=pipeline_run.pk, status__in=ACTIVE).update(
-        status=PipelineRun.Status.CANCELLED, finished_at=now) == 1
+        status=PipelineRun.Status.CANCELLED, finished_at=timezone.now()) == 1
 
 
 def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
-    """Run a failed or cancelled run again, doing only what is not done: our own stages reopen the same
-    PipelineRun; attempt and judge start again with the same values (their starts skip finished episodes)."""
+    """Run again what is not done. A run on the engine reopens its own units (however it was started); our own
+    one-task stages reopen the same PipelineRun; attempt resumes its episodes without an outcome; a batch judge
+    run starts again with the same values (its start skips judged episodes)."""
+    if _on_engine(pipeline_run):
+        return run_resume(pipeline_run=pipeline_run)
     if pipeline_run.status not in RESUMABLE:
         raise ResumeError(f"only a failed or cancelled run can be resumed; this one is {pipeline_run.status}")
     if pipeline_run.stage in RUNNERS:
@@ -119,12 +129,8 @@ def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
                 pipeline_run_enqueue(pipeline_run=pipeline_run)
         pipeline_run.refresh_from_db()
         return pipeline_run
-    own_resume = _foreign_resume(pipeline_run.stage)
-    if own_resume is not None:
-        return own_resume(pipeline_run=pipeline_run, user=user)
-    if pipeline_run.stage not in START_AGAIN_RESUMES:
-        raise ResumeError(f"the {pipeline_run.stage} stage cannot resume a run yet (its module has no "
-                          f"{pipeline_run.stage}_resume); start a new one")
+    if pipeline_run.stage == Stage.ATTEMPT:
+        return stage_function("taskgen.stages.attempt.tasks", "attempt_resume")(pipeline_run=pipeline_run, user=user)
     started_with = (pipeline_run.params or {}).get("started_with")
     if started_with is None:
         raise ResumeError("this run was not started from the app, so its start values are unknown")
@@ -132,18 +138,3 @@ def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
     PipelineRun.objects.filter(pk=again.pk).update(params={**again.params, "resumed_from": pipeline_run.pk})
     again.refresh_from_db()
     return again
-
-
-# Judge starts queue only episodes without a verdict, so starting again with the same values is a resume.
-START_AGAIN_RESUMES = {Stage.JUDGE}
-FOREIGN_MODULES = {Stage.JUDGE: "taskgen.stages.judge.tasks", Stage.ATTEMPT: "taskgen.stages.attempt.tasks"}
-
-
-def _foreign_resume(stage: str) -> Callable | None:
-    """A stage module's own `<stage>_resume(*, pipeline_run, user) -> PipelineRun`, when it has one."""
-    if stage not in FOREIGN_MODULES:
-        return None
-    try:
-        return stage_function(FOREIGN_MODULES[stage], f"{stage}_resume")
-    except StageUnavailable:
-        return None

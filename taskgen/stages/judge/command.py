@@ -12,6 +12,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.engine.control import run_start
+from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.providers import PROVIDER_NAMES
 from taskgen.stages.judge.images import POLICIES
@@ -21,11 +23,11 @@ from taskgen.stages.judge.service import (
     episodes_to_judge,
     judge_config_for,
     judge_request_build,
-    judge_run_here,
     judge_summary,
     judgment_reference_record,
 )
 from taskgen.stages.judge.tasks import judge_start
+from taskgen.stages.judge.work import JudgeParams
 from taskgen.stages.lookup import run_find
 
 NAME = "judge"
@@ -45,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="send the run as one Gemini Batch API job (half price; a worker polls it)")
     parser.add_argument("--write-dir", type=Path, default=None,
                         help="also write <task_id>.json per judged episode, in the reference judge format")
+    parser.add_argument("--stall-seconds", type=float, default=600,
+                        help="stop waiting (exit 1, naming the units not done) when no episode finished for this long")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the request per episode as JSON lines and call nothing")
 
@@ -99,16 +103,11 @@ def run(options: dict, stdout, stderr) -> int:
         config = judge_config_for(options["provider"], options["model"], None, options["images"])
         if options["dry_run"]:
             return _dry_run(found, config, stdout)
-        provider = config.provider
-        if (options["workers"] or provider == "rules") and not options["batch"]:
-            stderr.write(f"judging {len(episodes_to_judge(run=found, config=config))} episodes of {found.name} "
-                         f"with {config.key} in this process")
-            pipeline_run = judge_run_here(run=found, config=config, workers=max(1, options["workers"]))
+        if options["batch"]:
+            pipeline_run = _wait(judge_start(run=found, config=config, batch=True), stderr)
+            code = 1 if pipeline_run.failed else 0
         else:
-            pipeline_run = judge_start(run=found, config=config, batch=options["batch"])
-            stderr.write(f"queued {pipeline_run.total} episodes of {found.name} for {config.key} on the `judge` "
-                         f"queue (a worker: celery -A taskgen worker -Q judge); waiting")
-            pipeline_run = _wait(pipeline_run, stderr)
+            code, pipeline_run = _judge_on_engine(found, config, options, stderr)
     except (JudgeError, PromptFileError, ValueError) as exc:
         stderr.write(f"judge: {exc}")
         return 2
@@ -116,9 +115,25 @@ def run(options: dict, stdout, stderr) -> int:
         stderr.write(f"wrote {_write_dir(found, config, options['write_dir'], stderr)} files to {options['write_dir']}")
     summary = judge_summary(run=found, config=config, errors=pipeline_run.failed)
     stdout.write(json.dumps(summary))
-    if pipeline_run.failed:
-        stderr.write(f"{pipeline_run.failed} episodes not judged; run again to retry them (judged ones are kept)")
-        return 1
-    return 0
+    if code:
+        stderr.write(f"resume it to retry what is not done (judged ones are kept): taskgen resume {pipeline_run.pk}")
+    return code
+
+
+def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, PipelineRun]:
+    """A judge run on the engine, worked here with threads (--workers N, or the offline rules judge) or by the
+    Celery workers; waits with a progress bar; non-zero when any episode is not judged."""
+    pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE, params=JudgeParams(
+        run=run.pk, config_id=config.pk, judge=config.key))
+    if not pipeline_run.total:
+        stderr.write(f"nothing to judge: every recorded episode of {run.name} has a verdict under {config.key}")
+        return 0, pipeline_run
+    here = max(options["workers"], 1 if config.provider == "rules" else 0)
+    threads = f"{here} thread" + ("s" if here > 1 else "")
+    where = f"here with {threads}" if here else "by the workers of the `judge` queue (celery -A taskgen worker)"
+    stderr.write(f"judging {pipeline_run.total} episodes of {run.name} with {config.key} {where}")
+    waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=here,
+                      stall_seconds=options["stall_seconds"])
+    return wait_report(waited=waited, stream=stderr), waited.pipeline_run
 
 

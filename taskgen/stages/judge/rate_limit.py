@@ -8,19 +8,20 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
+import redis
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from taskgen.models import JudgeRateWindow
+from taskgen.stages.contract import RetryLater
 
 
 @functools.lru_cache(maxsize=4)
-def _redis(url: str):
-    import redis
-
-    return redis.Redis.from_url(url)
+def _redis(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
 
 
 def _take_redis(key: str, limit: int) -> bool:
@@ -62,3 +63,17 @@ def rate_limit_acquire(*, model: str, per_minute: int | None = None, sleep: Call
         sleep(pause)
         waited += pause
 
+
+
+def rate_limit_take(*, model: str, per_minute: int | None = None, clock: Callable[[], float] = time.time) -> float:
+    """Take one call of `model` from this minute's quota: 0 when taken, else the seconds until the next minute.
+    A rate-limit store that cannot be reached (a Redis blip) raises RetryLater: it is never the episode's fault."""
+    limit = per_minute or settings.JUDGE_RPM
+    take = _take_redis if settings.REDIS_URL else _take_database
+    now = clock()
+    minute = int(now // 60)
+    try:
+        taken = take(f"taskgen:judge-rpm:{model}:{minute}", limit)
+    except (RedisError, OSError) as exc:
+        raise RetryLater(2 + random.uniform(0, 2), f"rate limiter unreachable: {exc}") from exc
+    return 0.0 if taken else (minute + 1) * 60 - now + random.uniform(0, 0.5)

@@ -12,24 +12,22 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
 from taskgen.blobs import blob_path
 from taskgen.judging import parse_judge_response, unsupported_citations_count, verdict_is_inconsistent
-from taskgen.models import Episode, JudgeConfig, Judgment, PipelineRun, Run
-from taskgen.pipeline_runs import pipeline_run_create, pipeline_run_finish, pipeline_run_start, pipeline_run_step
+from taskgen.models import Episode, JudgeConfig, Judgment, Run
 from taskgen.providers import ProviderError, ProviderImage, ProviderRequest, ProviderResult, provider_for
 from taskgen.providers.rules import VERSION as RULES_VERSION
+from taskgen.stages.contract import RetryLater
 from taskgen.stages.judge import images as judge_images
 from taskgen.stages.judge.evidence import Evidence, evidence_for_episode
 from taskgen.stages.judge.prompt import judge_prompt
-from taskgen.stages.judge.rate_limit import rate_limit_acquire
+from taskgen.stages.judge.rate_limit import rate_limit_acquire, rate_limit_take
 
 log = logging.getLogger(__name__)
 RULES_MODEL = RULES_VERSION  # a new version of the baseline is a new judge config: verdicts never mix
@@ -107,8 +105,26 @@ def retry_delay(*, attempt: int, hint: float | None = None) -> float:
     return max(delay, hint or 0.0)
 
 
-def _call_with_retries(config: JudgeConfig, request: ProviderRequest) -> ProviderResult:
-    """Call the provider; transient errors are retried up to settings.JUDGE_MAX_ATTEMPTS, under the rate limit."""
+def _call_once(config: JudgeConfig, request: ProviderRequest) -> ProviderResult:
+    """One call under the rate limit, for a worker slot: a full rate window or a transient error raises RetryLater
+    (the engine re-queues the episode for then) instead of sleeping."""
+    if config.provider != "rules":
+        wait = rate_limit_take(model=config.model)
+        if wait > 0:
+            raise RetryLater(wait, f"rate limit of {config.model}: wait {wait:.0f} s")
+    try:
+        return provider_for(config.provider).complete(request)
+    except ProviderError as exc:
+        if not exc.transient:
+            raise
+        raise RetryLater(exc.retry_after or 0, f"model busy: {exc}", counts=True) from exc
+
+
+def _call_with_retries(config: JudgeConfig, request: ProviderRequest, *, in_worker: bool = False) -> ProviderResult:
+    """Call the provider; transient errors are retried up to settings.JUDGE_MAX_ATTEMPTS, under the rate limit
+    (in this process, for the command line's own threads; a worker slot calls once and is re-queued)."""
+    if in_worker:
+        return _call_once(config, request)
     provider = provider_for(config.provider)
     for attempt in range(1, settings.JUDGE_MAX_ATTEMPTS + 1):
         if config.provider != "rules":
@@ -130,12 +146,12 @@ def _cost(model: str, input_tokens: int, output_tokens: int) -> Decimal:
     return usd.quantize(Decimal("0.000001"))
 
 
-def _ask(config: JudgeConfig, built: JudgeRequest) -> dict:
+def _ask(config: JudgeConfig, built: JudgeRequest, in_worker: bool = False) -> dict:
     """The judgment's fields from the model: asked again (up to NO_VERDICT_TRIES) while it gives no verdict."""
     used_in = used_out = latency = 0
     for _ in range(NO_VERDICT_TRIES):
         try:
-            result = _call_with_retries(config, built.request)
+            result = _call_with_retries(config, built.request, in_worker=in_worker)
         except ProviderError as exc:
             return {"verdict": Judgment.Verdict.NONE, "error": str(exc)[:2000], "input_tokens": used_in,
                     "output_tokens": used_out, "latency_ms": latency,
@@ -180,8 +196,10 @@ def judgment_store(*, episode_id: int, config_id: int, fields: dict) -> Judgment
         return current
 
 
-def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | None = None) -> Judgment:
-    """One episode's judgment under one config: the stored verdict if there is one, else judged now and stored."""
+def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | None = None,
+                  in_worker: bool = False) -> Judgment:
+    """One episode's judgment under one config: the stored verdict if there is one, else judged now and stored
+    (in_worker: a busy model or a full rate window raises RetryLater rather than waiting here)."""
     done = Judgment.objects.filter(episode_id=episode_id, config_id=config_id).exclude(
         verdict=Judgment.Verdict.NONE).first()
     if done is not None:
@@ -189,7 +207,7 @@ def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | Non
     config = JudgeConfig.objects.get(pk=config_id)
     episode = Episode.objects.select_related("task").get(pk=episode_id)
     built = judge_request_build(episode=episode, config=config)
-    fields = _from_cache(built.request_hash) or {**_ask(config, built), "source": "judge"}
+    fields = _from_cache(built.request_hash) or {**_ask(config, built, in_worker), "source": "judge"}
     fields.update(request_hash=built.request_hash, image_bytes=built.image_bytes)
     return judgment_store(episode_id=episode_id, config_id=config_id, fields=fields)
 
@@ -201,49 +219,6 @@ def episodes_to_judge(*, run: Run, config: JudgeConfig) -> list[int]:
     pending = (run.episodes.filter(status=Episode.Status.RECORDED).exclude(pk__in=judged.values("episode_id"))
                .order_by("task_order", "pk"))
     return list(pending.values_list("pk", flat=True))
-
-
-def judge_prepare(*, run: Run, config: JudgeConfig, user=None) -> tuple[PipelineRun, list[int]]:
-    """A running PipelineRun over the run's episodes still without a verdict, and their ids (the caller queues
-    them); with none, the run is finished at once with its summary."""
-    ids = episodes_to_judge(run=run, config=config)
-    pipeline_run = pipeline_run_create(stage=PipelineRun.Stage.JUDGE, user=user, run=run, total=len(ids),
-                                       params={"judge": config.key, "config_id": config.pk, "batch": False})
-    pipeline_run_start(pipeline_run_id=pipeline_run.pk, total=len(ids))
-    if not ids:
-        pipeline_run_finish(pipeline_run_id=pipeline_run.pk, result=judge_summary(run=run, config=config))
-    return pipeline_run, ids
-
-
-def judge_run_here(*, run: Run, config: JudgeConfig, workers: int = 1, user=None,
-                   progress: Callable[[PipelineRun], None] | None = None) -> PipelineRun:
-    """Judge a run in this process with `workers` threads (the offline rules judge needs no Celery worker)."""
-    ids = episodes_to_judge(run=run, config=config)
-    pipeline_run = pipeline_run_create(stage=PipelineRun.Stage.JUDGE, user=user, run=run, total=len(ids),
-                                       params={"judge": config.key, "config_id": config.pk, "in_process": True})
-    pipeline_run_start(pipeline_run_id=pipeline_run.pk, total=len(ids))
-
-    def one(episode_id: int) -> None:
-        try:
-            judge_episode(episode_id=episode_id, config_id=config.pk, pipeline_run_id=pipeline_run.pk)
-            pipeline_run_step(pipeline_run_id=pipeline_run.pk, ok=True)
-        except Exception as exc:  # one episode's failure is reported, not the end of the pass
-            log.exception("judging episode %s failed", episode_id)
-            pipeline_run_step(pipeline_run_id=pipeline_run.pk, ok=False, error=f"episode {episode_id}: {exc}")
-        finally:
-            if workers > 1:
-                connection.close()  # each thread has its own connection; do not leave them open
-        if progress:
-            progress(PipelineRun.objects.get(pk=pipeline_run.pk))
-
-    if workers > 1:
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(one, ids))
-    else:
-        for episode_id in ids:
-            one(episode_id)
-    pipeline_run_finish(pipeline_run_id=pipeline_run.pk, result=judge_summary(run=run, config=config))
-    return PipelineRun.objects.get(pk=pipeline_run.pk)
 
 
 def judge_summary(*, run: Run, config: JudgeConfig, errors: int = 0) -> dict:

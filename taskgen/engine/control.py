@@ -1,0 +1,70 @@
+"""Start, cancel and resume runs of the stages on the engine; the same calls for the web, the command line and the
+admin, so a run resumes the same way however it was started (its typed parameters are stored with it)."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from taskgen.engine.runs import run_finish_if_settled
+from taskgen.engine.stage_table import stage_work
+from taskgen.engine.tasks import dispatch_on_commit
+from taskgen.engine.units import OPEN, Status, units_create
+from taskgen.models import PipelineRun, WorkUnit
+from taskgen.stages.contract import StageParams
+
+
+class ResumeError(ValueError):
+    """The run cannot be resumed (every unit is done already)."""
+
+
+def run_start(*, stage: str, params: dict | StageParams, user=None, started_with: dict | None = None) -> PipelineRun:
+    """Check the parameters (raises StageParamsError), create the run and its units, and send workers once the
+    transaction commits; a run with no units is finished at once, saying there was nothing to do."""
+    work = stage_work(stage)
+    checked = params if isinstance(params, StageParams) else work.check(params)
+    keys = work.units(checked)
+    stored = {**checked.as_json(), **({"started_with": started_with} if started_with is not None else {})}
+    with transaction.atomic():
+        pipeline_run = PipelineRun.objects.create(
+            stage=work.name, params=stored, started_by=user, run_id=work.run_of(checked), total=len(keys),
+            status=PipelineRun.Status.RUNNING, started_at=timezone.now())
+        units_create(pipeline_run=pipeline_run, keys=keys)
+        if keys:
+            dispatch_on_commit(pipeline_run.pk, min(len(keys), settings.ENGINE_WORKERS_PER_RUN))
+        else:
+            run_finish_if_settled(pipeline_run_id=pipeline_run.pk)
+    pipeline_run.refresh_from_db()
+    return pipeline_run
+
+
+def run_cancel(*, pipeline_run: PipelineRun) -> bool:
+    """Cancel a run: queued units are dropped at once, units in a worker's hands finish and are recorded."""
+    with transaction.atomic():
+        cancelled = PipelineRun.objects.filter(pk=pipeline_run.pk, status__in=[
+            PipelineRun.Status.QUEUED, PipelineRun.Status.RUNNING]).update(
+            status=PipelineRun.Status.CANCELLED, finished_at=timezone.now())
+        if cancelled:
+            WorkUnit.objects.filter(pipeline_run=pipeline_run, status=Status.QUEUED).update(
+                status=Status.CANCELLED, finished_at=timezone.now())
+    return cancelled == 1
+
+
+def run_resume(*, pipeline_run: PipelineRun) -> PipelineRun:
+    """Run again every unit of the run that is not done (failed, cancelled, or still open) with fresh attempts;
+    the same run row, whether it was cancelled, failed, finished with failed units, or is stuck running."""
+    with transaction.atomic():
+        locked = PipelineRun.objects.select_for_update().get(pk=pipeline_run.pk)
+        reopened = WorkUnit.objects.filter(pipeline_run=locked, status__in=[Status.FAILED, Status.CANCELLED]).update(
+            status=Status.QUEUED, attempts=0, not_before=None, finished_at=None)
+        still_open = WorkUnit.objects.filter(pipeline_run=locked, status__in=OPEN).count()
+        if not reopened and not still_open and locked.status == PipelineRun.Status.DONE:
+            raise ResumeError("every unit of this run is done: there is nothing to resume")
+        PipelineRun.objects.filter(pk=locked.pk).update(status=PipelineRun.Status.RUNNING, finished_at=None,
+                                                        woken_at=None)
+        if reopened or still_open:
+            dispatch_on_commit(locked.pk, min(reopened + still_open, settings.ENGINE_WORKERS_PER_RUN))
+        else:
+            run_finish_if_settled(pipeline_run_id=locked.pk)
+    pipeline_run.refresh_from_db()
+    return pipeline_run

@@ -1,0 +1,66 @@
+"""A PipelineRun as the engine sees it: its counters refreshed from its units, and its end, decided by its units.
+
+Progress, the result summary and resume read the units, nothing else: `done` and `failed` on the run row are a
+copy of the units' counts, written at each batch so pages read one row.
+"""
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from taskgen.engine.stage_table import stage_work
+from taskgen.engine.units import OPEN, Status, unit_counts
+from taskgen.models import PipelineRun, WorkUnit
+
+log = logging.getLogger(__name__)
+MAX_ERRORS_KEPT = 500
+
+
+def run_refresh(*, pipeline_run_id: int) -> int:
+    """Copy the units' counts onto the run row; the number of units still open (queued or running)."""
+    counts = unit_counts(pipeline_run_id=pipeline_run_id)
+    PipelineRun.objects.filter(pk=pipeline_run_id).update(done=counts[Status.DONE], failed=counts[Status.FAILED])
+    return sum(counts[status] for status in OPEN)
+
+
+def run_finish_if_settled(*, pipeline_run_id: int) -> bool:
+    """Finish a running run whose every unit is done or failed, with its stage's summary (exactly one caller
+    does it: the run row is locked); True if this call finished it."""
+    with transaction.atomic():
+        pipeline_run = PipelineRun.objects.select_for_update().filter(pk=pipeline_run_id).first()
+        if pipeline_run is None or pipeline_run.status != PipelineRun.Status.RUNNING:
+            return False
+        if WorkUnit.objects.filter(pipeline_run_id=pipeline_run_id, status__in=OPEN).exists():
+            return False
+        counts = unit_counts(pipeline_run_id=pipeline_run_id)
+        pipeline_run.done, pipeline_run.failed = counts[Status.DONE], counts[Status.FAILED]
+        pipeline_run.result = run_summary(pipeline_run=pipeline_run)
+        pipeline_run.status = PipelineRun.Status.DONE
+        pipeline_run.finished_at = timezone.now()
+        pipeline_run.save(update_fields=["done", "failed", "result", "status", "finished_at"])
+    return True
+
+
+def run_summary(*, pipeline_run: PipelineRun) -> dict:
+    """The stage's summary of a settled run (or the reason it could not be made)."""
+    work = stage_work(pipeline_run.stage)
+    params = work.read(pipeline_run.params)
+    try:
+        summary = dict(work.finish(pipeline_run, params, pipeline_run.failed))
+    except Exception as exc:  # the units are settled either way; the summary says what went wrong
+        log.exception("summary of %s failed", pipeline_run)
+        summary = {"summary_error": f"{type(exc).__name__}: {exc}"}
+    if pipeline_run.total == 0:
+        summary["nothing_to_do"] = work.nothing_to_do
+    return summary
+
+
+def run_error(*, pipeline_run_id: int, error: str) -> None:
+    """Add one line to the run's error list (the most recent MAX_ERRORS_KEPT are kept)."""
+    with transaction.atomic():
+        row = PipelineRun.objects.select_for_update().filter(pk=pipeline_run_id).first()
+        if row is not None:
+            row.errors = (list(row.errors) + [error[:2000]])[-MAX_ERRORS_KEPT:]
+            row.save(update_fields=["errors"])

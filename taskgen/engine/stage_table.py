@@ -1,0 +1,23 @@
+"""The stages the engine runs, by name: each stage folder declares its StageWork in `work.py`."""
+from __future__ import annotations
+
+from taskgen.stages.contract import StageWork
+from taskgen.stages.judge.work import JUDGE_WORK
+
+ENGINE_STAGES: dict[str, StageWork] = {work.name: work for work in (JUDGE_WORK,)}
+
+
+class UnknownStage(LookupError):
+    """No stage of that name runs on the engine."""
+
+
+def stage_work(name: str) -> StageWork:
+    """The StageWork of a stage; UnknownStage when the engine does not run it."""
+    try:
+        return ENGINE_STAGES[name]
+    except KeyError:
+        raise UnknownStage(f"there is no {name!r} stage on the engine") from None
+
+
+def runs_on_engine(name: str) -> bool:
+    return name in ENGINE_STAGES

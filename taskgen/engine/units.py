@@ -1,0 +1,111 @@
+"""Work units in the database: created in bulk, leased in batches by a conditional update, recorded in bulk.
+
+Every write here is a single statement over many units, so the engine's bookkeeping costs a few queries per batch,
+not per unit. A unit is done once whatever its lease holder: work is safe to run twice (the stages are idempotent),
+so a late worker's result is kept rather than thrown away.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.db.models import Count, F, Q
+from django.utils import timezone
+
+from taskgen.models import PipelineRun, WorkUnit
+
+Status = WorkUnit.Status
+OPEN = [Status.QUEUED, Status.RUNNING]
+BULK = 2000
+
+
+@dataclass(frozen=True)
+class Leased:
+    pk: int
+    key: str
+    attempts: int
+
+
+def units_create(*, pipeline_run: PipelineRun, keys: list[str]) -> int:
+    """One queued unit per key (in bulk); the run's total is their number."""
+    WorkUnit.objects.bulk_create([WorkUnit(pipeline_run=pipeline_run, key=key) for key in keys], batch_size=BULK)
+    return len(keys)
+
+
+def _due(pipeline_run_id: int):
+    now = timezone.now()
+    return WorkUnit.objects.filter(pipeline_run_id=pipeline_run_id, status=Status.QUEUED).filter(
+        Q(not_before__isnull=True) | Q(not_before__lte=now))
+
+
+def units_lease(*, pipeline_run_id: int, owner: str, count: int, lease_seconds: int) -> list[Leased]:
+    """Claim up to `count` due units for `owner` until now + lease (two statements; rows locked by another worker
+    are skipped where the database can, and SQLite serialises writers anyway)."""
+    with transaction.atomic():
+        due = _due(pipeline_run_id).order_by("pk")
+        if connection.features.has_select_for_update_skip_locked:
+            due = due.select_for_update(skip_locked=True)
+        rows = list(due.values_list("pk", "key", "attempts")[:count])
+        if not rows:
+            return []
+        until = timezone.now() + timedelta(seconds=lease_seconds * len(rows))
+        WorkUnit.objects.filter(pk__in=[pk for pk, _, _ in rows], status=Status.QUEUED).update(
+            status=Status.RUNNING, lease_owner=owner[:200], lease_until=until, attempts=F("attempts") + 1)
+    return [Leased(pk, key, attempts + 1) for pk, key, attempts in rows]
+
+
+def units_extend(*, pks: list[int], owner: str, lease_seconds: int) -> None:
+    """Hold the lease of units still being worked on a while longer (a heartbeat)."""
+    until = timezone.now() + timedelta(seconds=lease_seconds * max(1, len(pks)))
+    WorkUnit.objects.filter(pk__in=pks, status=Status.RUNNING, lease_owner=owner[:200]).update(lease_until=until)
+
+
+def units_done(*, results: dict[int, object]) -> None:
+    """Record units as done with their results: one statement for those without a result, one for the rest."""
+    if not results:
+        return
+    now = timezone.now()
+    done = {"status": Status.DONE, "finished_at": now, "lease_owner": "", "lease_until": None, "last_error": ""}
+    plain = [pk for pk, result in results.items() if result is None]
+    if plain:
+        WorkUnit.objects.filter(pk__in=plain).exclude(status=Status.DONE).update(**done)
+    rich = [WorkUnit(pk=pk, result=result, **done) for pk, result in results.items() if result is not None]
+    if rich:
+        WorkUnit.objects.bulk_update(rich, ["result", *done], batch_size=BULK)
+
+
+def unit_again(*, pk: int, error: str, seconds: float, attempts_back: int = 0) -> None:
+    """Put a unit back in the queue, not to be leased for `seconds` (attempts_back=1: this try did not count)."""
+    WorkUnit.objects.filter(pk=pk, status=Status.RUNNING).update(
+        status=Status.QUEUED, lease_owner="", lease_until=None, last_error=error[:4000],
+        not_before=timezone.now() + timedelta(seconds=seconds), attempts=F("attempts") - attempts_back)
+
+
+def unit_failed(*, pk: int, error: str) -> None:
+    """A unit that will not be tried again, with its reason."""
+    WorkUnit.objects.filter(pk=pk).exclude(status=Status.DONE).update(
+        status=Status.FAILED, last_error=error[:4000], lease_owner="", lease_until=None, finished_at=timezone.now())
+
+
+def unit_counts(*, pipeline_run_id: int) -> Counter:
+    """How many units of the run are in each status (one query)."""
+    rows = WorkUnit.objects.filter(pipeline_run_id=pipeline_run_id).values_list("status").annotate(n=Count("pk"))
+    return Counter(dict(rows))
+
+
+def next_due_in(*, pipeline_run_id: int) -> float | None:
+    """Seconds until the earliest waiting unit of the run may be leased (0 when one is due now); None if none."""
+    first = (WorkUnit.objects.filter(pipeline_run_id=pipeline_run_id, status=Status.QUEUED)
+             .order_by(F("not_before").asc(nulls_first=True)).values_list("not_before", flat=True).first())
+    if first is None and not WorkUnit.objects.filter(pipeline_run_id=pipeline_run_id, status=Status.QUEUED).exists():
+        return None
+    return max(0.0, (first - timezone.now()).total_seconds()) if first else 0.0
+
+
+def units_not_done(*, pipeline_run_id: int, limit: int = 50) -> list[WorkUnit]:
+    """The units of a run that are not done, worst first (failed, then running, then queued), with their errors."""
+    order = {Status.FAILED: 0, Status.RUNNING: 1, Status.QUEUED: 2, Status.CANCELLED: 3}
+    units = WorkUnit.objects.filter(pipeline_run_id=pipeline_run_id).exclude(status=Status.DONE).order_by("pk")
+    return sorted(units[:limit], key=lambda unit: order.get(unit.status, 9))

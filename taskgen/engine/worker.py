@@ -1,0 +1,83 @@
+"""A worker's slice of a run: lease a batch of due units, do each, record the batch, until the slice is over.
+
+Called by the Celery task (taskgen/engine/tasks.py) and by `wait` in the command line's own process; it never
+sleeps: a unit told to wait goes back to the queue with a time, and the caller is told when work is due again.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+from django.conf import settings
+
+from taskgen.engine.runs import run_error, run_finish_if_settled, run_refresh
+from taskgen.engine.stage_table import stage_work
+from taskgen.engine.units import Leased, next_due_in, unit_again, unit_failed, units_done, units_extend, units_lease
+from taskgen.models import PipelineRun
+from taskgen.stages.contract import RetryLater, StageParams, StageWork
+
+log = logging.getLogger(__name__)
+
+
+def backoff_seconds(attempts: int) -> float:
+    """Exponential backoff with jitter after a failed try, capped at a minute."""
+    ceiling = min(60.0, 2.0 ** attempts)
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def work(*, pipeline_run_id: int, owner: str, slice_seconds: float | None = None) -> float | None:
+    """Work the run's due units for one slice. Returns None when the run needs no more from this caller (finished,
+    stopped, or every open unit is held by another worker), else the seconds until a unit is due again."""
+    pipeline_run = PipelineRun.objects.filter(pk=pipeline_run_id, status=PipelineRun.Status.RUNNING).first()
+    if pipeline_run is None:
+        return None
+    stage = stage_work(pipeline_run.stage)
+    params = stage.read(pipeline_run.params)
+    lease = stage.lease_seconds or settings.ENGINE_LEASE_SECONDS
+    deadline = time.monotonic() + (slice_seconds or settings.ENGINE_SLICE_SECONDS)
+    while time.monotonic() < deadline:
+        batch = units_lease(pipeline_run_id=pipeline_run_id, owner=owner, count=stage.batch, lease_seconds=lease)
+        if not batch:
+            break
+        _work_batch(stage, pipeline_run, params, batch, owner=owner, lease=lease)
+        if run_refresh(pipeline_run_id=pipeline_run_id) == 0:
+            run_finish_if_settled(pipeline_run_id=pipeline_run_id)
+            return None
+        if not PipelineRun.objects.filter(pk=pipeline_run_id, status=PipelineRun.Status.RUNNING).exists():
+            return None  # cancelled: the units in hand were finished and recorded
+    return next_due_in(pipeline_run_id=pipeline_run_id)
+
+
+def _work_batch(stage: StageWork, pipeline_run: PipelineRun, params: StageParams, batch: list[Leased], *,
+                owner: str, lease: int) -> None:
+    results: dict[int, object] = {}
+    renewed = time.monotonic()
+    for position, unit in enumerate(batch):
+        if len(batch) > 1 and time.monotonic() - renewed > lease / 2:
+            units_extend(pks=[u.pk for u in batch[position:]], owner=owner, lease_seconds=lease)
+            renewed = time.monotonic()
+        try:
+            results[unit.pk] = stage.do(pipeline_run, params, unit.key)
+        except RetryLater as later:
+            _again(stage, pipeline_run, unit, later)
+        except Exception as exc:  # one unit's failure is recorded on it; the batch goes on
+            log.warning("%s unit %s failed: %s", pipeline_run, unit.key, exc, exc_info=True)
+            _failed_try(stage, pipeline_run, unit, f"{type(exc).__name__}: {exc}")
+    units_done(results=results)
+
+
+def _again(stage: StageWork, pipeline_run: PipelineRun, unit: Leased, later: RetryLater) -> None:
+    if later.counts and unit.attempts >= stage.max_attempts:
+        _failed_try(stage, pipeline_run, unit, later.reason)
+        return
+    seconds = later.seconds or backoff_seconds(unit.attempts)
+    unit_again(pk=unit.pk, error=later.reason, seconds=seconds, attempts_back=0 if later.counts else 1)
+
+
+def _failed_try(stage: StageWork, pipeline_run: PipelineRun, unit: Leased, error: str) -> None:
+    if unit.attempts < stage.max_attempts:
+        unit_again(pk=unit.pk, error=error, seconds=backoff_seconds(unit.attempts))
+        return
+    unit_failed(pk=unit.pk, error=f"{error} (after {unit.attempts} tries)")
+    run_error(pipeline_run_id=pipeline_run.pk, error=f"{unit.key}: {error}")

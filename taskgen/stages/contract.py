@@ -1,0 +1,63 @@
+"""What a stage tells the engine (taskgen/engine/): how to check its parameters, list its units and do one unit.
+
+A stage is plain functions over models and files; it never queues, leases or counts. The engine queues the units,
+leases them to workers, records each unit's outcome and finishes the run with the stage's summary.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+
+class StageParamsError(ValueError):
+    """A stage's parameters are wrong; the message says which and why (shown on the form or the command line)."""
+
+
+class RetryLater(Exception):  # noqa: N818  (an instruction to the engine, not an error of the unit)
+    """Do this unit again in `seconds`: a busy model, a full rate window, a broker blip. The worker slot is freed
+    at once (never a sleep). `counts` says whether this try counts against the unit's attempts."""
+
+    def __init__(self, seconds: float, reason: str, *, counts: bool = False) -> None:
+        super().__init__(reason)
+        self.seconds = max(0.0, float(seconds))
+        self.reason = reason
+        self.counts = counts
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Base of a stage's typed parameters: stored with the run as JSON, read back the same way however it was
+    started (web form, command line, admin action), so any run can be resumed."""
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> StageParams:
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in names})
+
+
+@dataclass(frozen=True)
+class StageWork:
+    """One stage as the engine runs it.
+
+    check(raw) -> params: validate once, at the edge; raises StageParamsError.
+    units(params) -> keys: the units of a new run, in order (an empty list: nothing to do).
+    do(pipeline_run, params, key) -> JSON-able result of one unit; raises RetryLater, or any error to fail the try.
+    finish(pipeline_run, params, failed) -> the run's result summary, once every unit is done or failed.
+    """
+
+    name: str
+    check: Callable[[dict], StageParams]
+    units: Callable[[StageParams], list[str]]
+    do: Callable[[Any, StageParams, str], Any]
+    finish: Callable[[Any, StageParams, int], dict]
+    read: Callable[[dict], StageParams]
+    queue: str = "default"
+    batch: int = 1
+    lease_seconds: int | None = None
+    max_attempts: int = 3
+    nothing_to_do: str = "nothing to do"
+    run_of: Callable[[StageParams], int | None] = lambda params: None

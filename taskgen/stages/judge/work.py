@@ -1,0 +1,62 @@
+"""The judge stage as the engine runs it: one unit per recorded episode still without a verdict."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from taskgen.models import JudgeConfig, PipelineRun, Run
+from taskgen.stages.contract import StageParams, StageParamsError, StageWork
+from taskgen.stages.judge.service import JudgeError, episodes_to_judge, judge_config_for, judge_episode, judge_summary
+
+
+@dataclass(frozen=True)
+class JudgeParams(StageParams):
+    """Which run, under which judge config (its key is kept for pages)."""
+
+    run: int
+    config_id: int
+    judge: str = ""
+
+
+def judge_params_check(raw: dict) -> JudgeParams:
+    """The parameters of a judge run from a form, the command line or an admin action: the run must exist and the
+    judge config must be one this install can run (provider, key, prompt version, image policy)."""
+    run = Run.objects.filter(pk=raw.get("run") or 0).first()
+    if run is None:
+        raise StageParamsError(f"there is no run {raw.get('run')!r} to judge")
+    if raw.get("config_id"):
+        config = JudgeConfig.objects.filter(pk=raw["config_id"]).first()
+        if config is None:
+            raise StageParamsError(f"there is no judge config {raw['config_id']!r}")
+    else:
+        try:
+            config = judge_config_for(raw.get("provider"), raw.get("model"), raw.get("prompt_version"),
+                                      raw.get("image_policy"))
+        except (JudgeError, ValueError) as exc:
+            raise StageParamsError(str(exc)) from exc
+    return JudgeParams(run=run.pk, config_id=config.pk, judge=config.key)
+
+
+def _units(params: JudgeParams) -> list[str]:
+    run, config = Run.objects.get(pk=params.run), JudgeConfig.objects.get(pk=params.config_id)
+    return [str(pk) for pk in episodes_to_judge(run=run, config=config)]
+
+
+def _do(pipeline_run: PipelineRun, params: JudgeParams, key: str) -> str:
+    judgment = judge_episode(episode_id=int(key), config_id=params.config_id, pipeline_run_id=pipeline_run.pk,
+                             in_worker=True)
+    return judgment.verdict
+
+
+def _finish(pipeline_run: PipelineRun, params: JudgeParams, failed: int) -> dict:
+    run, config = Run.objects.get(pk=params.run), JudgeConfig.objects.get(pk=params.config_id)
+    return judge_summary(run=run, config=config, errors=failed)
+
+
+JUDGE_WORK = StageWork(
+    name=PipelineRun.Stage.JUDGE, check=judge_params_check, read=JudgeParams.from_json, units=_units, do=_do,
+    finish=_finish, queue="judge", batch=1, max_attempts=settings.JUDGE_MAX_ATTEMPTS,
+    nothing_to_do="nothing to judge: every recorded episode of the run has a verdict under this judge",
+    run_of=lambda params: params.run,
+)

@@ -1,0 +1,143 @@
+"""The engine's bookkeeping, called directly: units, leases, the reconciler, cancel and resume, waits that say why."""
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from taskgen.engine.control import ResumeError, run_cancel, run_resume, run_start
+from taskgen.engine.reconcile import reconcile
+from taskgen.engine.units import units_lease
+from taskgen.engine.wait import run_wait, wait_report
+from taskgen.engine.worker import work
+from taskgen.models import Judgment, PipelineRun, WorkUnit
+from taskgen.stages.contract import RetryLater
+from taskgen.stages.judge.service import judge_config_for
+from taskgen.stages.judge.work import JudgeParams
+from tests.factories import RunFactory
+from tests.judge_helpers import shop_episode
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def sent(monkeypatch) -> list:
+    """Workers sent for runs (the messages), recorded instead of reaching a broker."""
+    calls = []
+    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda args, **kw: calls.append(args[0]))
+    return calls
+
+
+def _judge_run(episodes: int = 3, **extra) -> PipelineRun:
+    run = RunFactory()
+    for i in range(episodes):
+        shop_episode(run=run, instruction=f"Search for the red mug number {i} and add it")
+    config = judge_config_for("rules")
+    return run_start(stage="judge", params=JudgeParams(run=run.pk, config_id=config.pk, judge=config.key), **extra)
+
+
+def test_a_run_is_its_units_and_finishes_with_a_summary(sent, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        pipeline_run = _judge_run(3)
+    assert pipeline_run.status == "running" and pipeline_run.total == 3 and sent == [pipeline_run.pk] * 3
+    assert set(pipeline_run.units.values_list("status", flat=True)) == {"queued"}
+    assert work(pipeline_run_id=pipeline_run.pk, owner="w1") is None
+    pipeline_run.refresh_from_db()
+    assert (pipeline_run.status, pipeline_run.done, pipeline_run.failed) == ("done", 3, 0)
+    assert pipeline_run.result["episodes"] == 3 and pipeline_run.result["errors"] == 0
+    assert Judgment.objects.count() == 3
+
+
+def test_a_run_with_nothing_to_judge_says_so_and_is_done(sent):
+    first = _judge_run(2)
+    work(pipeline_run_id=first.pk, owner="w1")
+    again = run_start(stage="judge", params=first.params)
+    assert again.status == "done" and again.total == 0 and "nothing to judge" in again.result["nothing_to_do"]
+
+
+def test_the_reconciler_requeues_an_expired_lease_then_fails_it_with_the_reason(sent, settings):
+    pipeline_run = _judge_run(1)
+    [unit] = units_lease(pipeline_run_id=pipeline_run.pk, owner="killed-worker", count=5, lease_seconds=1)
+    later = timezone.now() + timedelta(seconds=5)
+    outcome = reconcile(dispatch=lambda pk, n: sent.append(pk) or True, now=later)
+    assert outcome.requeued == 1 and outcome.woken == [pipeline_run.pk]
+    row = WorkUnit.objects.get(pk=unit.pk)
+    assert row.status == "queued" and "killed-worker" in row.last_error
+    settings.JUDGE_MAX_ATTEMPTS = 1
+    WorkUnit.objects.filter(pk=unit.pk).update(status="running", lease_until=timezone.now(), attempts=5)
+    outcome = reconcile(dispatch=lambda pk, n: True, now=later)
+    row.refresh_from_db()
+    pipeline_run.refresh_from_db()
+    assert outcome.failed == 1 and row.status == "failed" and "lease expired" in row.last_error
+    assert pipeline_run.status == "done" and pipeline_run.failed == 1 and pipeline_run.result["errors"] == 1
+
+
+def test_a_cancelled_queued_run_resumes_and_finishes_without_judging_twice(sent):
+    pipeline_run = _judge_run(3)
+    [first] = units_lease(pipeline_run_id=pipeline_run.pk, owner="w1", count=1, lease_seconds=60)
+    assert run_cancel(pipeline_run=pipeline_run)
+    assert sorted(pipeline_run.units.values_list("status", flat=True)) == ["cancelled", "cancelled", "running"]
+    assert work(pipeline_run_id=pipeline_run.pk, owner="w2") is None  # a cancelled run gives no more work
+    resumed = run_resume(pipeline_run=pipeline_run)
+    assert resumed.pk == pipeline_run.pk and resumed.status == "running"
+    WorkUnit.objects.filter(pk=first.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
+    reconcile(dispatch=lambda pk, n: True)
+    work(pipeline_run_id=pipeline_run.pk, owner="w2")
+    resumed.refresh_from_db()
+    assert resumed.status == "done" and resumed.done == 3 and Judgment.objects.count() == 3
+    with pytest.raises(ResumeError, match="nothing to resume"):
+        run_resume(pipeline_run=resumed)
+
+
+def test_a_run_started_from_the_command_line_resumes_its_failed_units(sent, monkeypatch):
+    pipeline_run = _judge_run(2)
+    assert "started_with" not in pipeline_run.params  # no form values: its typed parameters are enough
+    pipeline_run.units.update(status="failed", last_error="boom", attempts=5)
+    call_command("taskgen", "resume", str(pipeline_run.pk), "--workers", "1", stdout=io.StringIO(),
+                 stderr=io.StringIO())
+    pipeline_run.refresh_from_db()
+    assert pipeline_run.status == "done" and pipeline_run.done == 2 and pipeline_run.failed == 0
+
+
+def test_a_rate_limit_wait_requeues_the_unit_for_later_without_counting_a_try(sent, monkeypatch):
+    pipeline_run = _judge_run(1)
+
+    def full(*args, **kwargs):
+        raise RetryLater(30, "rate limit: wait 30 s")
+
+    monkeypatch.setattr("taskgen.engine.worker.stage_work", _with_do(full))
+    again_in = work(pipeline_run_id=pipeline_run.pk, owner="w1")
+    unit = pipeline_run.units.get()
+    assert unit.status == "queued" and unit.attempts == 0 and "rate limit" in unit.last_error
+    assert 25 < again_in <= 30 and unit.not_before > timezone.now() + timedelta(seconds=25)
+
+
+def test_a_redis_blip_in_the_rate_limiter_is_a_wait_never_a_failure(settings):
+    from taskgen.stages.judge.rate_limit import _redis, rate_limit_take
+
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    _redis.cache_clear()
+    with pytest.raises(RetryLater) as later:
+        rate_limit_take(model="gemini-3.5-flash")
+    assert not later.value.counts and "rate limiter unreachable" in later.value.reason
+
+
+def test_the_wait_names_every_unit_not_done_and_exits_non_zero(sent):
+    pipeline_run = _judge_run(2)
+    pipeline_run.units.filter(pk=pipeline_run.units.first().pk).update(status="failed", last_error="model said no")
+    stream = io.StringIO()
+    waited = run_wait(pipeline_run=pipeline_run, stream=stream, stall_seconds=0.3, poll_seconds=0.1)
+    assert waited.stalled and wait_report(waited=waited, stream=stream) == 1
+    text = stream.getvalue()
+    assert "stalled" in text and "failed after 0 tries: model said no" in text and "queued after 0 tries" in text
+
+
+def _with_do(do):
+    from dataclasses import replace
+
+    from taskgen.engine.stage_table import stage_work
+
+    return lambda name: replace(stage_work(name), do=do)
