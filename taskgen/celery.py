@@ -3,6 +3,9 @@ import logging
 import os
 
 from celery import Celery
+from celery.signals import task_postrun, task_prerun
+
+from taskgen.logs import task_log_connect
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
 
@@ -17,3 +20,5 @@ def _not_the_embedded_brokers_hostname(record: logging.LogRecord) -> bool:
 
 
 logging.getLogger("kombu.connection").addFilter(_not_the_embedded_brokers_hostname)
+
+task_log_connect(task_prerun, task_postrun)  # one JSON line per task, with its run, unit and episode ids
