@@ -11,10 +11,19 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 
+def client_address(request: HttpRequest) -> str:
+    """The client's address: behind the TLS proxy, the one the proxy appended to X-Forwarded-For (the last; what
+    comes before it is the client's own say), else the connection's. Without this, every client would share the
+    proxy's address and one guesser would lock everyone out."""
+    forwarded = [a.strip() for a in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if a.strip()]
+    if settings.BEHIND_PROXY and forwarded:
+        return forwarded[-1]
+    return request.META.get("REMOTE_ADDR", "")
+
+
 def _keys(request: HttpRequest) -> list[str]:
     username = request.POST.get("username", "").strip().lower()[:150]
-    address = request.META.get("REMOTE_ADDR", "")
-    return [f"login-fail:user:{username}", f"login-fail:addr:{address}"]
+    return [f"login-fail:user:{username}", f"login-fail:addr:{client_address(request)}"]
 
 
 def login_throttled(request: HttpRequest) -> bool:

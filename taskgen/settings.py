@@ -237,7 +237,9 @@ X_FRAME_OPTIONS = "DENY"
 # `make demo` and the tests (no secret key in the environment) serve plain HTTP on 127.0.0.1.
 HTTPS = env_bool("DJANGO_HTTPS", not DEBUG and bool(env_str("DJANGO_SECRET_KEY") or env_str("DJANGO_SECRET_KEY_FILE")))
 # Behind a TLS-terminating proxy, which sets X-Forwarded-Proto (and must strip the client's own).
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("DJANGO_BEHIND_PROXY", HTTPS) else None
+# Its X-Forwarded-For also names the client (the login throttle counts per client, not per proxy).
+BEHIND_PROXY = env_bool("DJANGO_BEHIND_PROXY", HTTPS)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", HTTPS)
 SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", HTTPS)

@@ -177,3 +177,19 @@ def test_one_address_guessing_many_names_is_throttled_too(client, fresh_throttle
     for n in range(settings.LOGIN_FAILURE_LIMIT):
         _login(client, "throttled" if n % 2 else "other", "wrong")
     assert _login(client, "someone-else", "x").status_code == 429
+
+
+@pytest.mark.django_db
+def test_behind_the_proxy_each_client_is_counted_by_the_address_the_proxy_saw(client, settings, fresh_throttle):
+    settings.BEHIND_PROXY = True
+    cache.delete_many(["login-fail:addr:10.0.0.1", "login-fail:addr:10.0.0.2"])
+    for _ in range(settings.LOGIN_FAILURE_LIMIT):  # one guesser, through the proxy at THROTTLED_ADDRESS
+        client.post(reverse("login"), {"username": f"guess-{_}", "password": "x"}, REMOTE_ADDR=THROTTLED_ADDRESS,
+                    HTTP_X_FORWARDED_FOR="6.6.6.6, 10.0.0.1")
+    guesser = client.post(reverse("login"), {"username": "g", "password": "x"}, REMOTE_ADDR=THROTTLED_ADDRESS,
+                          HTTP_X_FORWARDED_FOR="10.0.0.1")
+    someone_else = client.post(reverse("login"), {"username": "h", "password": "x"}, REMOTE_ADDR=THROTTLED_ADDRESS,
+                               HTTP_X_FORWARDED_FOR="10.0.0.2")
+    assert guesser.status_code == 429 and someone_else.status_code == 200
+    cache.delete_many(["login-fail:addr:10.0.0.1", "login-fail:addr:10.0.0.2"]
+                      + [f"login-fail:user:guess-{n}" for n in range(settings.LOGIN_FAILURE_LIMIT)])
