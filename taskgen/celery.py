@@ -6,12 +6,10 @@ import pkgutil
 from celery import Celery
 from celery.signals import task_postrun, task_prerun
 
+import taskgen.stages
 from taskgen.logs import task_log_connect
 
-import taskgen.stages
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
-
 
 
 def stage_packages() -> list[str]:
