@@ -10,12 +10,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
-from taskgen.stages.importer import import_run_dir
 
 from review.labels_backup import labels_export_lines, labels_import
 from review.models import FinalLabel, FinalLabelChange, Label, LabelChange
 from review.services import final_label_adjudicate, label_set
 from taskgen.models import Episode, Run, Task
+from taskgen.stages.import_.service import import_run_dir
 from tests.factories import UserFactory
 from tests.rundirs import build_run
 
