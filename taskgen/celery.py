@@ -4,11 +4,12 @@ import os
 import pkgutil
 
 from celery import Celery
+from celery.signals import task_postrun, task_prerun
 
 import taskgen.stages
+from taskgen.logs import task_log_connect
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
-
 
 
 def stage_packages() -> list[str]:
@@ -28,3 +29,5 @@ def _not_the_embedded_brokers_hostname(record: logging.LogRecord) -> bool:
 
 
 logging.getLogger("kombu.connection").addFilter(_not_the_embedded_brokers_hostname)
+
+task_log_connect(task_prerun, task_postrun)  # one JSON line per task, with its run, unit and episode ids
