@@ -68,11 +68,12 @@ def _start(name: str, args: list[str], logs: Path) -> Server:
 
 
 def servers_start(*, host: str, port: int, concurrency: int = 2) -> list[Server]:
-    """The Celery worker (every queue) and the web server, each in its own process group, output to logs/."""
+    """The Celery worker (every queue, with Celery beat inside it for the engine's reconciler) and the web server,
+    each in its own process group, output to logs/."""
     logs = Path(settings.VAR_DIR) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     python = sys.executable
-    worker = [python, "-m", "celery", "-A", "taskgen", "worker", "-Q", "default,judge,browser",
+    worker = [python, "-m", "celery", "-A", "taskgen", "worker", "-B", "-Q", "default,judge,browser",
               "--concurrency", str(concurrency), "--loglevel", "INFO"]
     web = [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"]
     return [_start("worker", worker, logs), _start("web", web, logs)]
