@@ -1,0 +1,192 @@
+"""Faults with real processes: Celery workers and beat in their own process groups, a Redis of our own without
+persistence (killed and restarted), PostgreSQL, and the fake Gemini on 127.0.0.1 answering 429/503 one time in five.
+
+A judge run of 300 episodes must finish by itself, one judgment per episode, none lost, none failed, whatever is
+killed at 40%. Short leases (4 s) and a reconciler every second keep each test within a minute or two.
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.db.models import Count
+
+from taskgen.engine.control import run_start
+from taskgen.models import Judgment, PipelineRun, WorkUnit
+from taskgen.stages.judge.service import judge_config_for
+from taskgen.stages.judge.work import JudgeParams
+from tests.factories import RunFactory
+from tests.fakes.gemini_server import FakeGemini
+from tests.judge_helpers import shop_episode
+
+ROOT = Path(__file__).resolve().parent.parent
+EPISODES = 300
+REDIS_PORT = 6391
+SHORT_LEASES = {"TASKGEN_ENGINE_LEASE_SECONDS": "4", "TASKGEN_ENGINE_RECONCILE_SECONDS": "1",
+                "TASKGEN_ENGINE_WAKE_AGAIN_SECONDS": "2", "TASKGEN_ENGINE_SLICE_SECONDS": "10"}
+pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def _postgresql_only():
+    if connection.vendor != "postgresql":
+        pytest.skip("kills workers mid-transaction with several processes writing: needs PostgreSQL (DATABASE_URL)")
+
+
+class Redis:
+    """A redis-server of our own, without persistence: killed, everything in it is gone."""
+
+    def __init__(self, port: int, folder: Path) -> None:
+        self.port, self.folder, self.process = port, folder, None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.folder)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        _wait_for(self._answers, 20, f"redis-server on port {self.port}")
+
+    def _answers(self) -> bool:
+        import redis
+
+        try:
+            return redis.Redis(port=self.port, socket_connect_timeout=0.5).ping()
+        except redis.RedisError:
+            return False
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+
+@pytest.fixture
+def fake_gemini():
+    server = FakeGemini(latency=0.05, retry_hint=0.2).start()
+    rng = random.Random(11)
+    server.script([rng.choice(["429", "503"]) if rng.random() < 0.2 else "ok" for _ in range(EPISODES * 2)])
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    server = Redis(REDIS_PORT, tmp_path)
+    server.start()
+    yield server
+    if server.process.poll() is None:
+        server.kill()
+
+
+@pytest.fixture
+def services(fake_gemini, redis_server, tmp_path, settings, monkeypatch):
+    """Start workers and beat on demand; every process is killed at the end."""
+    settings.GEMINI_API_KEY = "test-key-not-real"
+    settings.GOOGLE_GEMINI_BASE_URL = fake_gemini.base_url
+    monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda *args, **kwargs: False)  # beat wakes the run
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.celery_worker_settings",
+           "TASKGEN_WORKER_DB_NAME": str(connection.settings_dict["NAME"]), "TASKGEN_MEDIA_ROOT": str(tmp_path),
+           "GEMINI_API_KEY": "test-key-not-real", "GOOGLE_GEMINI_BASE_URL": fake_gemini.base_url,
+           "CELERY_BROKER_URL": redis_server.url, "REDIS_URL": redis_server.url, "TASKGEN_JUDGE_TIMEOUT": "20",
+           **SHORT_LEASES}
+    started: list[subprocess.Popen] = []
+
+    def start(kind: str) -> subprocess.Popen:
+        name = f"{kind}-{uuid.uuid4().hex[:6]}"
+        command = [sys.executable, "-m", "celery", "-A", "taskgen", "worker", "-Q", "judge,default", "--pool",
+                   "prefork", "--concurrency", "4", "--loglevel", "INFO", "--without-heartbeat",
+                   "--without-mingle", "--without-gossip", "-n", f"{name}@%h"]
+        if kind == "beat":
+            command = [sys.executable, "-m", "celery", "-A", "taskgen", "beat", "-s", str(tmp_path / name)]
+        log = (tmp_path / f"{name}.log").open("w")
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        process.log = tmp_path / f"{name}.log"
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        _kill_group(process)
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """SIGKILL a worker and every child of it (its own process group)."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(10)
+
+
+def _wait_for(condition, seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _judge_run_of(episodes: int) -> PipelineRun:
+    run = RunFactory()
+    for i in range(episodes):
+        shop_episode(run=run, instruction=f"Search for the red mug number {i} and add it to the cart")
+    config = judge_config_for("gemini")
+    return run_start(stage="judge", params=JudgeParams(run=run.pk, config_id=config.pk, judge=config.key))
+
+
+def _settled(pipeline_run: PipelineRun) -> int:
+    return WorkUnit.objects.filter(pipeline_run=pipeline_run, status__in=["done", "failed"]).count()
+
+
+def _assert_every_episode_judged_once(pipeline_run: PipelineRun, fake: FakeGemini) -> None:
+    pipeline_run.refresh_from_db()
+    assert (pipeline_run.status, pipeline_run.done, pipeline_run.failed) == ("done", EPISODES, 0), \
+        list(WorkUnit.objects.exclude(status="done").values_list("key", "status", "last_error")[:10])
+    judgments = Judgment.objects.filter(episode__run=pipeline_run.run)
+    assert judgments.count() == EPISODES
+    assert not judgments.values("episode").annotate(n=Count("pk")).filter(n__gt=1).exists()
+    assert set(judgments.values_list("verdict", flat=True)) == {"SUCCESS"}
+    paid = judgments.filter(source="judge")
+    assert paid.count() + judgments.filter(source="cache").count() == EPISODES
+    assert all(j.input_tokens > 0 and j.cost_usd > 0 for j in paid)  # every paid call is counted on its judgment
+    assert len(fake.requests) >= paid.count()
+    assert pipeline_run.result["episodes"] == EPISODES and pipeline_run.result["errors"] == 0
+
+
+def test_a_worker_killed_with_its_children_at_40_percent_the_run_finishes_by_itself(services, fake_gemini):
+    pipeline_run = _judge_run_of(EPISODES)
+    services("beat")
+    worker = services("worker")
+    _wait_for(lambda: _settled(pipeline_run) >= EPISODES * 0.4, 240, "40% of the run")
+    _kill_group(worker)
+    in_flight = WorkUnit.objects.filter(pipeline_run=pipeline_run, status="running").count()
+    services("worker")
+    _wait_for(lambda: PipelineRun.objects.get(pk=pipeline_run.pk).is_finished, 240, "the run to finish")
+    assert in_flight >= 0
+    _assert_every_episode_judged_once(pipeline_run, fake_gemini)
+
+
+@pytest.mark.parametrize("down_seconds", [0, 10], ids=["restarted", "ten-second-outage"])
+def test_redis_without_persistence_killed_at_40_percent_loses_nothing(services, fake_gemini, redis_server,
+                                                                      down_seconds):
+    pipeline_run = _judge_run_of(EPISODES)
+    services("beat")
+    services("worker")
+    _wait_for(lambda: _settled(pipeline_run) >= EPISODES * 0.4, 240, "40% of the run")
+    redis_server.kill()  # every queued message and the rate limit's counters are gone
+    time.sleep(down_seconds)
+    redis_server.start()
+    _wait_for(lambda: PipelineRun.objects.get(pk=pipeline_run.pk).is_finished, 300, "the run to finish")
+    _assert_every_episode_judged_once(pipeline_run, fake_gemini)
