@@ -6,11 +6,10 @@ Works in a throwaway test database (`test_NAME`, made and dropped here), filled 
 verifier result per episode, two judge configs, final labels on a 2% sample and three reviewers' labels on 1%.
 Prints the median of several requests per page variant, and the query count; asserts nothing.
 
-Measured on 2026-12-02 on the shared 2-core machine (load average 8 to 14 from other work), one config against the
-verifiers: 10,000 episodes 176 ms wall / 136 ms CPU; 100,000 episodes 1,345 ms wall / 434 ms CPU (14 queries both).
-About 280 ms of that CPU is the one grouped query joining episodes, verifier results and judgments (plan and
-aggregate shape barely matter: the joins over 100,000 rows do). Meeting 300 ms here would take a summary table per
-(run, config, site, kind) kept current by the judge, import and label writes.
+How the page reads 100,000 episodes: one grouped scan counts them per (site, kind, verdict, truth, final label[, the
+other config's verdict]), a few hundred rows summed in Python into every figure; side by side, the same one scan gives
+both configs' reports, their agreement and the first config's own report. The judge-vs-reviewer table groups labels
+by (reviewer, label, verdict) instead of looking the verdict up four times per label. Figures printed with the load.
 """
 from __future__ import annotations
 
