@@ -34,6 +34,7 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
+from bench.cpu import backend_pid, cpu_seconds  # noqa: E402
 from review.models import FinalLabel, Label  # noqa: E402
 from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, Task, VerifierResult  # noqa: E402
 
@@ -66,33 +67,18 @@ def _fill(run: Run, configs: list[JudgeConfig], reviewers: list, start: int, cou
                   for e in sample[: len(sample) // 2] for r in reviewers])
 
 
-def _cpu_seconds() -> float:
-    """CPU used by this process and its PostgreSQL backend: what the requests cost on an otherwise idle machine."""
-    used = time.process_time()
-    stat = Path(f"/proc/{_backend_pid()}/stat") if connection.vendor == "postgresql" else None
-    if stat is not None and stat.exists():
-        fields = stat.read_text().rsplit(")", 1)[1].split()
-        used += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-    return used
-
-
-def _backend_pid() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        return cursor.fetchone()[0]
-
-
 def _time_page(client: Client, query: dict, repeats: int) -> tuple[float, float, int]:
     """Median wall time, mean CPU time (ms) and the query count of the page."""
     with CaptureQueriesContext(connection) as captured:  # also warms caches and the connection
         assert client.get("/validate/", query).status_code == 200  # noqa: S101 - a broken page is not a figure
     queries = len(captured)  # counted now: the next request clears the connection's query log
-    times, cpu_start = [], _cpu_seconds()
+    pid = backend_pid(connection)
+    times, cpu_start = [], cpu_seconds(pid)
     for _ in range(repeats):
         started = time.perf_counter()
         client.get("/validate/", query)
         times.append((time.perf_counter() - started) * 1000)
-    cpu = (_cpu_seconds() - cpu_start) / repeats * 1000
+    cpu = (cpu_seconds(pid) - cpu_start) / repeats * 1000
     return statistics.median(times), cpu, queries
 
 
