@@ -116,7 +116,8 @@ def export_write_dir(*, manifest: dict, out: Path, on_episode: Callable[[bool, s
     out.mkdir(parents=True, exist_ok=True)
     outcome = WriteOutcome()
     workers = workers or settings.EXPORT_WORKERS
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="export") as pool:
+    pool = _InlinePool() if workers == 1 else ThreadPoolExecutor(max_workers=workers, thread_name_prefix="export")
+    with pool:
         pending: dict[Future, str] = {}
         for episode in export_episodes(manifest["episodes"]):
             if should_stop is not None and should_stop():
@@ -131,6 +132,24 @@ def export_write_dir(*, manifest: dict, out: Path, on_episode: Callable[[bool, s
         (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
         (out / "_manifest.json").write_bytes(manifest_bytes(manifest))
     return outcome
+
+
+class _InlinePool:
+    """One writer: each episode is written on the calling thread, with no hand-off between threads per episode."""
+
+    def submit(self, fn: Callable[..., bool], /, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(**kwargs))
+        except Exception as exc:  # noqa: BLE001 - reported per episode by _collect, as a thread pool's future would
+            future.set_exception(exc)
+        return future
+
+    def __enter__(self) -> _InlinePool:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        return None
 
 
 def _collect(finished, pending: dict[Future, str], outcome: WriteOutcome,
