@@ -66,12 +66,12 @@ def episode_files(row: dict, images: list[list[str]]) -> list[tuple[str, bytes |
 
 
 def _copy(source: Path, target: Path) -> None:
-    if source.is_file():
+    try:
         shutil.copyfile(source, target)  # the kernel copies (sendfile): fast and light on the CPU
-        return
-    # shutil.copyfile refuses anything but regular files (a blob store on a pipe or device): copy by hand.
-    with source.open("rb") as src, target.open("wb") as dst:
-        shutil.copyfileobj(src, dst, COPY_BUFFER)
+    except shutil.SpecialFileError:
+        # shutil.copyfile refuses anything but regular files (a blob store on a pipe or device): copy by hand.
+        with source.open("rb") as src, target.open("wb") as dst:
+            shutil.copyfileobj(src, dst, COPY_BUFFER)
 
 
 def episode_write_dir(*, episode: EpisodeFiles, out: Path) -> bool:
