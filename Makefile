@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: install demo demo-data serve worker test lint chromium migrate clean bench
+.PHONY: install demo demo-data serve worker test lint chromium migrate clean bench lock
 
 # pip's own output (and any warnings of this machine's pip configuration) goes to var/install.log, shown on failure.
 $(VENV)/.installed: pyproject.toml
@@ -52,6 +52,15 @@ test: install chromium lint
 	$(PY) manage.py makemigrations --check --dry-run >/dev/null || { echo "models changed without a migration" >&2; exit 1; }
 	@set +e; $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+## lock: requirements.lock, every package the app runs on, pinned, resolved from pyproject.toml in a clean venv (the
+## Docker image installs exactly this file; run it after changing a dependency and commit the result)
+lock:
+	@rm -rf var/lock-venv && $(PYTHON) -m venv var/lock-venv
+	@var/lock-venv/bin/pip install --quiet --upgrade pip && var/lock-venv/bin/pip install --quiet .
+	@{ echo "# Made by 'make lock' from pyproject.toml: the image installs exactly these. Do not edit by hand."; \
+	  var/lock-venv/bin/pip freeze --exclude taskgen-review; } > requirements.lock
+	@rm -rf var/lock-venv build && echo "requirements.lock: $$(grep -vc '^#' requirements.lock) packages"
 
 bench: install
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

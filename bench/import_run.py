@@ -138,7 +138,7 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     from django.conf import settings
     from django.db import connection
 
-    from taskgen.stages.importer import import_run_dir
+    from taskgen.stages.import_.service import import_run_dir
 
     started = time.perf_counter()
     input_bytes = build_run(tmp / "run", episodes=args.episodes, shots=args.screenshots, shared=args.shared,

@@ -107,7 +107,7 @@ def _make_episodes(count: int, shots: int) -> tuple[list[int], list]:
 
 def _prepare_cost(blobs: list) -> float:
     """CPU ms to prepare one new screenshot under the default policy (done once per screenshot, then cached)."""
-    from taskgen.stages.judge_images import image_policy, prepared_image
+    from taskgen.stages.judge.images import image_policy, prepared_image
 
     started = time.process_time()
     for blob in blobs:
@@ -118,7 +118,7 @@ def _prepare_cost(blobs: list) -> float:
 def _judge_slice(ids: list[int], config_id: int, threads: int) -> None:
     from django.db import connection
 
-    from taskgen.stages.judge import judge_episode
+    from taskgen.stages.judge.service import judge_episode
 
     def one(episode_id: int) -> None:
         try:
@@ -171,7 +171,7 @@ def main() -> None:
             from django.conf import settings
 
             from taskgen.models import Judgment
-            from taskgen.stages.judge import judge_config_for
+            from taskgen.stages.judge.service import judge_config_for
 
             settings.GOOGLE_GEMINI_BASE_URL = url
             ids, blobs = _make_episodes(args.episodes, args.shots)
@@ -207,7 +207,7 @@ def _text_tokens(episode_id: int, config) -> int:
     import math
 
     from taskgen.models import Episode
-    from taskgen.stages.judge import judge_request_build
+    from taskgen.stages.judge.service import judge_request_build
 
     built = judge_request_build(episode=Episode.objects.get(pk=episode_id), config=config)
     return math.ceil((len(built.request.system) + len(built.request.prompt)) / 4)

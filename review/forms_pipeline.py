@@ -5,8 +5,8 @@ from django import forms
 from django.conf import settings
 
 from taskgen.models import Export, JudgeConfig, Run
-from taskgen.stages.judge_images import POLICIES
-from taskgen.stages.judge_prompt import judge_prompt
+from taskgen.stages.judge.images import POLICIES
+from taskgen.stages.judge.prompt import judge_prompt
 
 PATH_HELP = "A path under the data root ({root}); relative paths start there."
 

@@ -60,6 +60,12 @@ def _episode_lock(episode_id: int) -> None:
         raise ReviewError(f"episode {episode_id} no longer exists")
 
 
+def episode_labels_lock(episode_id: int) -> None:
+    """Take the episode's label lock (see `_episode_lock`) for writers outside this module (labels restored from a
+    backup), so they take turns with reviewers' posts."""
+    _episode_lock(episode_id)
+
+
 def _final_label_record(final: FinalLabel | None) -> dict | None:
     if final is None:
         return None

@@ -12,8 +12,9 @@ from django.shortcuts import get_object_or_404
 
 from review.models import Label, LabelChange
 from review.selectors import episode_screens
-from taskgen.citations import NOISE_PATH, EvidenceIndex, citations_in, evidence_text
+from taskgen.citations import EvidenceIndex, citations_in, evidence_text
 from taskgen.models import Episode, Judgment
+from taskgen.request_noise import is_request_noise
 
 HIDDEN_BODY_KEYS = {"csrf_token", "csrfmiddlewaretoken"}
 
@@ -63,7 +64,7 @@ def requests(episode: Episode) -> list[Request]:
             body = {k: v for k, v in body.items() if k not in HIDDEN_BODY_KEYS}
         method = str(entry.get("method") or "").upper()
         out.append(Request(n, method, path, evidence_text(entry.get("query")), evidence_text(body),
-                           evidence_text(entry.get("status")), bool(NOISE_PATH.search(path)),
+                           evidence_text(entry.get("status")), is_request_noise(path),
                            method not in ("GET", "HEAD", "OPTIONS", "")))
     return out
 

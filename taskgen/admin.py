@@ -1,7 +1,12 @@
 """Django admin for the pipeline's tables (read-mostly: the app's pages are where work happens)."""
-from django.contrib import admin
+from django.conf import settings
+from django.contrib import admin, messages
+from django.utils import timezone
 
+from review.roles import Role, has_role
 from taskgen import models
+from taskgen.engine.registry import stage_start
+from taskgen.stages.judge.prompt import judge_prompt
 
 
 @admin.register(models.Site)
@@ -57,11 +62,6 @@ class ExportAdmin(admin.ModelAdmin):
 # ── stage starts as admin actions (the same starts as the pipeline page) ─────────────────────────────────────────
 
 def _start_from_admin(modeladmin: admin.ModelAdmin, request, stage: str, params: dict) -> None:
-    from django.contrib import messages
-
-    from review.roles import Role, has_role
-    from taskgen.stages.registry import stage_start
-
     if not has_role(request.user, Role.ADMIN):
         modeladmin.message_user(request, "Starting pipeline stages needs the admin role.", messages.ERROR)
         return
@@ -74,10 +74,8 @@ def _start_from_admin(modeladmin: admin.ModelAdmin, request, stage: str, params:
 
 
 def _default_judge_params(run_pk: int) -> dict:
-    from django.conf import settings
-
     return {"run": run_pk, "provider": settings.JUDGE_PROVIDER, "model": settings.JUDGE_MODEL,
-            "prompt_version": "v1", "image_policy": "default", "batch": False}
+            "prompt_version": judge_prompt().version, "image_policy": settings.JUDGE_IMAGE_POLICY, "batch": False}
 
 
 @admin.action(description="Judge with the default judge (settings' provider and model)")
@@ -95,9 +93,6 @@ def reimport_runs(modeladmin, request, queryset) -> None:
 
 @admin.action(description="Export final human labels' rows to exports/<run>-<time> under the data root")
 def export_human_rows(modeladmin, request, queryset) -> None:
-    from django.conf import settings
-    from django.utils import timezone
-
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     for run in queryset:
         _start_from_admin(modeladmin, request, "export", {

@@ -18,7 +18,8 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
-NOISE_PATH = re.compile(r"^/(_admin|admin|static|favicon)|\.(css|js|png|jpg|jpeg|gif|svg|ico|woff2?|map)$", re.I)
+from taskgen.request_noise import is_request_noise
+
 _NUMBERED = re.compile(
     r"\b(?P<kind>requests?|changes?|data changes?|steps?|screenshots?|actions?)\s*(?P<nums>#?\d+(?:\s*(?:,|and|&|or)"
     r"\s*#?\d+)*)", re.I)
@@ -148,7 +149,7 @@ def _path_citations(text: str, ev: EvidenceIndex, done: bool) -> list[Citation]:
         if len(path) < 2 or _STEP_FILE.search(path):
             continue
         key = path.rstrip("/").lower()
-        requests = sorted(ev.request_paths, key=lambda r: bool(NOISE_PATH.search(r[2])))  # pages before assets
+        requests = sorted(ev.request_paths, key=lambda r: is_request_noise(r[2]))  # pages before assets
         hit = next((r for r in requests if r[2].rstrip("/").lower() == key), None) or next(
             (r for r in requests if r[2].rstrip("/").lower().endswith(key) and key.count("/") > 1), None)
         if hit:

@@ -6,6 +6,9 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from taskgen.citations import EvidenceIndex, unsupported_count
+from taskgen.models import Episode, Screenshot
+
 VERDICTS = ("SUCCESS", "NOT SUCCESS")
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
@@ -76,9 +79,6 @@ def verdict_is_inconsistent(verdict: str, parts: list[dict]) -> bool:
 
 def unsupported_citations_count(*, episode_id: int, parts: list[dict]) -> int:
     """How many citations of these parts point at nothing in the episode (stored on the judgment for filters)."""
-    from taskgen.citations import EvidenceIndex, unsupported_count
-    from taskgen.models import Episode, Screenshot
-
     if not parts:
         return 0
     episode = Episode.objects.select_related("task").only(

@@ -12,6 +12,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from taskgen.env import env_bool, env_float, env_int, env_path, env_secret, env_str
+from taskgen.logs import client_error_is_logged_elsewhere
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("TASKGEN_VAR_DIR", BASE_DIR / "var")
@@ -106,7 +107,23 @@ def _database() -> dict:
         raise ImproperlyConfigured("DATABASE_URL names no known database engine")
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
+    if password := env_secret("DATABASE_PASSWORD"):  # e.g. DATABASE_PASSWORD_FILE: a Docker secret, not in the URL
+        config["PASSWORD"] = password
+    if config["ENGINE"] == "django.db.backends.postgresql" and env_bool("DATABASE_POOL", True):
+        config.update(_postgres_pool())
     return config
+
+
+# ---- Production (issue 16): PostgreSQL connections from Django's psycopg pool. ----
+# A pool per process, shared by its threads, instead of one persistent connection per thread: 20 reviewers on a
+# threaded server with 60 s connection age ran PostgreSQL out of connections. DATABASE_POOL=0 turns it off
+# (then DATABASE_CONN_MAX_AGE applies), e.g. behind PgBouncer.
+def _postgres_pool() -> dict:
+    low = env_int("DATABASE_POOL_MIN_SIZE", 1, minimum=0)
+    high = env_int("DATABASE_POOL_MAX_SIZE", 20, minimum=max(1, low))
+    pool = {"min_size": low, "max_size": high, "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0)}
+    return {"CONN_MAX_AGE": 0, "OPTIONS": {"pool": pool}}
+# ---- end of Production (pool) ----
 
 
 DATABASES = {"default": _database()}
@@ -127,7 +144,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT = env_path("TASKGEN_STATIC_ROOT", VAR_DIR / "staticfiles")  # the image collects it at build
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns at every start when it is missing
 
 # Blobs (screenshots and their thumbnails), stored once by content hash; never served without a login.
@@ -171,8 +188,8 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # Separate queues so judge calls and browser episodes scale on their own workers.
 CELERY_TASK_ROUTES = {
-    "taskgen.tasks.judge.*": {"queue": "judge"},
-    "taskgen.tasks.attempt.*": {"queue": "browser"},
+    "taskgen.stages.judge.tasks.*": {"queue": "judge"},
+    "taskgen.stages.attempt.tasks.*": {"queue": "browser"},
 }
 REDIS_URL = env_str("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "")
 
@@ -216,15 +233,64 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
+# ==== Production (issue 16): HTTPS, CSP, login throttling, structured logs. ====
+# HTTPS settings all follow DJANGO_HTTPS, on by default when the app runs as in production (DEBUG off and the secret
+# key given in the environment), so `manage.py check --deploy` is clean there; each can be set on its own.
+# `make demo` and the tests (no secret key in the environment) serve plain HTTP on 127.0.0.1.
+HTTPS = env_bool("DJANGO_HTTPS", not DEBUG and bool(env_str("DJANGO_SECRET_KEY") or env_str("DJANGO_SECRET_KEY_FILE")))
+# Behind a TLS-terminating proxy, which sets X-Forwarded-Proto (and must strip the client's own).
+# Its X-Forwarded-For also names the client (the login throttle counts per client, not per proxy).
+BEHIND_PROXY = env_bool("DJANGO_BEHIND_PROXY", HTTPS)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_PROXY else None
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", HTTPS)
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", HTTPS)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", HTTPS)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# No inline script or style anywhere: scripts and styles are static files (taskgen/security.py).
+CONTENT_SECURITY_POLICY = {
+    "default-src": "'self'", "script-src": "'self'", "style-src": "'self'", "img-src": "'self' data:",
+    "font-src": "'self'", "connect-src": "'self'", "object-src": "'none'", "base-uri": "'self'",
+    "form-action": "'self'", "frame-ancestors": "'none'",
+}
+MIDDLEWARE = ["taskgen.logs.RequestLogMiddleware", MIDDLEWARE[0], "taskgen.security.ContentSecurityPolicyMiddleware",
+              *MIDDLEWARE[1:]]
+
+# Static files come from STATIC_ROOT (collected at the image's build) or, where nothing was collected (tests, the
+# harness's own server), straight from the app's static folders: sandbox pages and the app look the same everywhere.
+WHITENOISE_USE_FINDERS = True
+
+# The cache holds login-failure counts: Redis when there is one, so every web worker shares them.
+CACHE_URL = env_str("TASKGEN_CACHE_URL", REDIS_URL)
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL,
+                      "KEY_PREFIX": "taskgen"}
+          if CACHE_URL.startswith(("redis://", "rediss://")) else
+          {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+LOGIN_FAILURE_LIMIT = env_int("TASKGEN_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+LOGIN_FAILURE_WINDOW_SECONDS = env_int("TASKGEN_LOGIN_FAILURE_WINDOW", 900, minimum=1)
+
+# One JSON line per record (TASKGEN_LOG_FORMAT=text for plain lines): one per request (taskgen.logs), one per Celery
+# task; a 4xx is its request's line alone (django.request's own 4xx line is dropped), a 5xx keeps its traceback.
+LOG_FORMAT = env_str("TASKGEN_LOG_FORMAT", "json")
+if LOG_FORMAT not in {"json", "text"}:
+    raise ImproperlyConfigured(f"TASKGEN_LOG_FORMAT={LOG_FORMAT!r} is not json or text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "taskgen.logs.JsonFormatter"},
+                   "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"no_client_errors": {"()": "django.utils.log.CallbackFilter",
+                                     "callback": client_error_is_logged_elsewhere}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,
+                             "filters": ["no_client_errors"]}},
     "root": {"handlers": ["console"], "level": env_str("TASKGEN_LOG_LEVEL", "INFO")},
     # httpx (under the Gemini SDK) logs every request at INFO: one line per judge call drowns everything else.
+    # Celery's own received/succeeded lines are replaced by one `task` line each (taskgen.logs).
     "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"},
-                "httpcore": {"level": "WARNING"}},
+                "httpcore": {"level": "WARNING"}, "celery.app.trace": {"level": "WARNING"},
+                "celery.worker.strategy": {"level": "WARNING"}},
 }
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False  # workers log through LOGGING above, in the same format
+# ==== end of Production ====

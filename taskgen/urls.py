@@ -6,12 +6,14 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from taskgen.login_throttle import ThrottledLoginView
+
 # Pages name their icon; browsers still ask for /favicon.ico on pages that do not (the admin, the sandbox sites).
 favicon = login_not_required(RedirectView.as_view(url=static("favicon.svg"), permanent=True))
 
 urlpatterns = [
     path("favicon.ico", favicon),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("sites/", include("sandbox.urls")),

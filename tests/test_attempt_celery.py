@@ -15,7 +15,7 @@ from django.db import connection
 
 from sandbox.catalog import sandbox_tasks
 from taskgen.models import PipelineRun, Run
-from taskgen.stages.attempt import attempt_start
+from taskgen.stages.attempt.tasks import attempt_start
 
 pytestmark = [pytest.mark.celery_worker, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 TASK_IDS = ["sb-shop-013", "sb-mail-016", "sb-booking-013", "sb-shop-018"]

@@ -9,7 +9,8 @@ from django.core.management import call_command
 
 from sandbox.catalog import sandbox_tasks
 from taskgen.models import PipelineRun
-from taskgen.stages.attempt import AttemptError, attempt_start, attempt_tasks_read
+from taskgen.stages.attempt.service import AttemptError, attempt_prepare, attempt_tasks_read
+from taskgen.stages.attempt.tasks import attempt_start
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +24,7 @@ def tasks_file(tmp_path):
 
 def test_attempt_start_writes_the_run_dir_and_a_queued_pipeline_run(tasks_file, settings):
     pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="r1", mistakes=0.2, seed=3,
-                                 limit=2, enqueue=False)
+                                 limit=2)
     assert (pipeline_run.stage, pipeline_run.status, pipeline_run.total) == ("attempt", "queued", 2)
     assert pipeline_run.params["agent_name"] == "scripted (simulation)" and pipeline_run.params["seed"] == 3
     run_dir = settings.DATA_ROOT / "attempts" / "r1"
@@ -43,9 +44,9 @@ def test_attempt_start_refuses_bad_parameters(tasks_file, kwargs, message):
 
 
 def test_a_run_name_is_used_once(tasks_file):
-    attempt_start(tasks_file=tasks_file, agent="scripted", name="twice", enqueue=False)
+    attempt_prepare(tasks_file=tasks_file, agent="scripted", name="twice")
     with pytest.raises(AttemptError, match="already exists"):
-        attempt_start(tasks_file=tasks_file, agent="scripted", name="twice", enqueue=False)
+        attempt_prepare(tasks_file=tasks_file, agent="scripted", name="twice")
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -74,10 +75,10 @@ def test_the_command_reports_bad_input_and_exits_2(tmp_path):
 
 def test_a_cancelled_attempt_resumes_only_the_episodes_without_an_outcome(tasks_file, monkeypatch,
                                                                           django_capture_on_commit_callbacks):
-    from taskgen.stages.attempt import OUTCOMES, attempt_resume
-    from taskgen.tasks.attempt import attempt_episode_task
+    from taskgen.stages.attempt.service import OUTCOMES
+    from taskgen.stages.attempt.tasks import attempt_episode_task, attempt_resume
 
-    pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="r-resume", enqueue=False)
+    pipeline_run = attempt_prepare(tasks_file=tasks_file, agent="scripted", name="r-resume")
     run_dir = attempt_run_dir_of(pipeline_run)
     (run_dir / OUTCOMES / "sb-shop-001.json").write_text('{"task_id": "sb-shop-001"}')
     PipelineRun.objects.filter(pk=pipeline_run.pk).update(status=PipelineRun.Status.CANCELLED)
@@ -90,9 +91,9 @@ def test_a_cancelled_attempt_resumes_only_the_episodes_without_an_outcome(tasks_
 
 
 def test_an_attempt_still_running_is_not_resumed(tasks_file):
-    from taskgen.stages.attempt import attempt_resume
+    from taskgen.stages.attempt.tasks import attempt_resume
 
-    pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="r-busy", enqueue=False)
+    pipeline_run = attempt_prepare(tasks_file=tasks_file, agent="scripted", name="r-busy")
     with pytest.raises(AttemptError, match="only a failed or cancelled attempt"):
         attempt_resume(pipeline_run=pipeline_run)
 

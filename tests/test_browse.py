@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from taskgen.models import Blob, Episode
-from taskgen.stages.importer import import_run_dir
+from taskgen.stages.import_.service import import_run_dir
 from tests.factories import EpisodeFactory, RunFactory, TaskFactory
 from tests.rundirs import build_run
 

@@ -11,8 +11,8 @@ from django.db import DataError
 
 from taskgen.blobs import blob_path
 from taskgen.models import Blob, Episode, JudgeConfig, Judgment, Run, Screenshot, Site, Task, VerifierResult
-from taskgen.stages import importer
-from taskgen.stages.importer import ImportFailed, import_run_dir
+from taskgen.stages.import_ import service as importer
+from taskgen.stages.import_.service import ImportFailed, import_run_dir
 from tests.rundirs import build_run, grade_inputs, png, task_line, write_episode, write_tasks
 
 pytestmark = pytest.mark.django_db
@@ -241,7 +241,7 @@ def test_blob_bytes_are_stored_once(tmp_path):
 def test_the_progress_bar_shows_on_a_terminal_only(tmp_path):
     import io
 
-    from taskgen.cli.import_ import _progress_bar
+    from taskgen.stages.import_.command import _progress_bar
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -256,7 +256,7 @@ def test_the_progress_bar_shows_on_a_terminal_only(tmp_path):
 
 
 def test_a_judge_files_predicted_label_is_its_verdict_and_a_disagreeing_response_is_flagged(tmp_path):
-    from taskgen.stages.rows_select import export_select
+    from taskgen.stages.export.select import export_select
 
     run_dir = build_run(tmp_path, ["shop-a", "shop-b", "shop-c", "shop-d"])
     parts = [{"part": "find the mug", "done": True, "evidence": "request #0 searched for \"mug\""}]

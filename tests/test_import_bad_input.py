@@ -7,7 +7,7 @@ import os
 import pytest
 
 from taskgen.models import Episode, Screenshot, Task
-from taskgen.stages.importer import import_run_dir
+from taskgen.stages.import_.service import import_run_dir
 from tests.rundirs import build_run, png, task_line, write_episode, write_tasks
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,9 @@ from decimal import Decimal
 import pytest
 
 from taskgen.models import Judgment, PipelineRun
-from taskgen.stages.judge import _cost, episodes_to_judge, judge_config_for, judge_start
-from taskgen.stages.judge_batch import judge_batch_poll
+from taskgen.stages.judge.batch import judge_batch_poll
+from taskgen.stages.judge.service import _cost, episodes_to_judge, judge_config_for
+from taskgen.stages.judge.tasks import judge_start
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import FakeGemini
 from tests.judge_helpers import shop_episode

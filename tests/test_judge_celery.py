@@ -22,7 +22,8 @@ from django.db import connection
 
 from taskgen.celery import app as celery_app
 from taskgen.models import Judgment, PipelineRun
-from taskgen.stages.judge import judge_config_for, judge_start
+from taskgen.stages.judge.service import judge_config_for
+from taskgen.stages.judge.tasks import judge_start
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini
 from tests.judge_helpers import shop_episode

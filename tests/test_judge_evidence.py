@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from taskgen.stages.evidence import (
+from taskgen.stages.judge.evidence import (
     evidence_action_lines,
     evidence_change_lines,
     evidence_for_episode,
@@ -113,3 +113,17 @@ def test_lines_match_the_reference_script_on_the_real_episodes():
         assert last_screen_text(g.get("seen")) == ref._last_seen(g.get("seen"))
         checked += 1
     assert checked >= 300  # 301 tasks, 300 episode folders
+
+
+def test_the_reviewer_sees_as_noise_exactly_the_requests_the_judge_was_not_shown(db):
+    from review.workbench import requests
+    from tests.factories import EpisodeFactory
+
+    paths = ["/shop/", "/admin/orders", "/_admin/state", "/img/cart.gif", "/img/Photo.JPG", "/static/app.css",
+             "/favicon.ico", "/shop/cart.png", "/checkout"]
+    episode = EpisodeFactory(request_log=[{"method": "GET", "path": p, "query": {}, "body": None, "status": 200}
+                                          for p in paths])
+    shown_to_judge = {line.index for line in evidence_for_episode(episode=episode).request_lines}
+    on_page = {r.index: r.is_noise for r in requests(episode)}
+    assert {i for i, noise in on_page.items() if not noise} == shown_to_judge
+    assert {paths[i] for i in shown_to_judge} >= {"/admin/orders", "/img/cart.gif", "/img/Photo.JPG"}

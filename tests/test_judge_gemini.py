@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from taskgen.models import Judgment
-from taskgen.stages.judge import JudgeError, episodes_to_judge, judge_config_for, judge_episode
-from taskgen.stages.judge_prompt import judge_prompt
+from taskgen.stages.judge.prompt import judge_prompt
+from taskgen.stages.judge.service import JudgeError, episodes_to_judge, judge_config_for, judge_episode
 from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini, inline_bytes
 from tests.judge_helpers import (
     DATA_CHANGES,

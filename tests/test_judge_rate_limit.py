@@ -6,8 +6,8 @@ import uuid
 import pytest
 
 from taskgen.models import JudgeRateWindow
-from taskgen.stages import judge as judge_stage
-from taskgen.stages.rate_limit import rate_limit_acquire
+from taskgen.stages.judge import service as judge_stage
+from taskgen.stages.judge.rate_limit import rate_limit_acquire
 
 REDIS_TEST_URL = "redis://127.0.0.1:6379/3"
 

@@ -11,8 +11,8 @@ from django.core.management import call_command
 from taskgen.models import Judgment
 from taskgen.providers import ProviderRequest
 from taskgen.providers.rules import LABEL, RulesProvider, goal_parts
-from taskgen.stages.evidence import evidence_for_episode
-from taskgen.stages.judge import RULES_MODEL, judge_config_for, judge_episode, judge_run_here
+from taskgen.stages.judge.evidence import evidence_for_episode
+from taskgen.stages.judge.service import RULES_MODEL, judge_config_for, judge_episode, judge_run_here
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import FakeGemini
 from tests.judge_helpers import DATA_CHANGES, add_screenshots, shop_episode
@@ -180,7 +180,7 @@ def test_an_action_goal_that_only_searches_needs_no_write(db):
 
 @pytest.mark.django_db
 def test_a_config_names_the_prompt_in_use_and_rules_ignores_a_model_name():
-    from taskgen.stages.judge import JudgeError
+    from taskgen.stages.judge.service import JudgeError
 
     config = judge_config_for("rules", "gemini-3.5-flash", None, "full")
     assert (config.model, config.image_policy) == (RULES_MODEL, "none")

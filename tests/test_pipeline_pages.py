@@ -10,9 +10,9 @@ import pytest
 from django.urls import reverse
 
 from taskgen.blobs import blob_path
+from taskgen.engine.stage_runs import stage_run
 from taskgen.models import Export, JudgeConfig, PipelineRun, Screenshot
-from taskgen.stages.exports import export_create
-from taskgen.stages.registry import stage_run
+from taskgen.stages.export.service import export_create
 from tests.factories import EpisodeFactory, RunFactory, UserFactory
 from tests.runfiles import load_run_dir, write_run_dir
 from tests.test_rows_export import HAND_TASKS
@@ -140,7 +140,7 @@ def test_an_import_path_outside_the_data_root_is_refused(admin_client_role, tmp_
 @pytest.mark.django_db
 def test_a_folder_export_runs_in_the_background_and_its_progress_stops_polling_when_done(
         admin_client_role, hand_run, settings, django_capture_on_commit_callbacks, monkeypatch):
-    monkeypatch.setattr("taskgen.tasks.pipeline.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
+    monkeypatch.setattr("taskgen.engine.tasks.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = admin_client_role.post(reverse("review:pipeline_start", args=["export"]),
                                           export_post(hand_run, out_dir="bg"))
@@ -161,7 +161,7 @@ def test_a_folder_export_runs_in_the_background_and_its_progress_stops_polling_w
 @pytest.mark.django_db
 def test_a_failed_export_keeps_what_it_wrote_and_resumes_only_the_rest(admin_client_role, hand_run, settings,
                                                                        monkeypatch):
-    monkeypatch.setattr("taskgen.tasks.pipeline.stage_run_task.delay", lambda pk: None)
+    monkeypatch.setattr("taskgen.engine.tasks.stage_run_task.delay", lambda pk: None)
     admin_client_role.post(reverse("review:pipeline_start", args=["export"]), export_post(hand_run, out_dir="f"))
     pr = PipelineRun.objects.get()
     shot = Screenshot.objects.get(episode__task__task_id="tg-beta-2")
@@ -254,7 +254,7 @@ def test_a_streamed_download_of_a_large_export_holds_memory_flat(admin_client_ro
 @pytest.mark.django_db
 def test_admin_imports_a_run_dir_from_the_data_root_and_watches_it_finish(admin_client_role, settings, monkeypatch,
                                                                          django_capture_on_commit_callbacks):
-    monkeypatch.setattr("taskgen.tasks.pipeline.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
+    monkeypatch.setattr("taskgen.engine.tasks.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
     run_dir, tasks_file = write_run_dir(Path(settings.DATA_ROOT) / "fresh", HAND_TASKS)
     with django_capture_on_commit_callbacks(execute=True):
         response = admin_client_role.post(reverse("review:pipeline_start", args=["import"]),
@@ -285,6 +285,20 @@ def test_the_django_admin_action_starts_an_export_of_human_rows(client, hand_run
 
 
 @pytest.mark.django_db
+def test_the_django_admin_action_judges_with_the_default_judge(client, hand_run, settings, monkeypatch):
+    from django.contrib.auth import get_user_model
+
+    settings.JUDGE_PROVIDER = "rules"
+    monkeypatch.setattr("taskgen.stages.judge.tasks.judge_episode_task.delay", lambda *args: None)
+    client.force_login(get_user_model().objects.create_superuser("root", "", "pw-for-tests"))
+    response = client.post(reverse("admin:taskgen_run_changelist"),
+                           {"action": "judge_runs", "_selected_action": [hand_run.pk]}, follow=True)
+    assert "not started" not in response.content.decode()
+    pr = PipelineRun.objects.get()
+    assert pr.stage == "judge" and pr.run == hand_run and pr.params["judge"].startswith("rules:")
+
+
+@pytest.mark.django_db
 def test_a_staff_user_without_the_admin_role_cannot_start_stages_from_the_django_admin(client, hand_run):
     from django.contrib.auth.models import Permission
 
@@ -300,9 +314,9 @@ def test_a_staff_user_without_the_admin_role_cannot_start_stages_from_the_django
 @pytest.mark.django_db
 def test_judge_starts_from_the_page_finishes_and_resumes_by_starting_again(admin_client_role, monkeypatch,
                                                                           django_capture_on_commit_callbacks):
-    from taskgen.stages.judge import judge_episode
+    from taskgen.stages.judge.service import judge_episode
 
-    monkeypatch.setattr("taskgen.tasks.judge.judge_episode_task.delay", lambda episode_id, config_id, run_id:
+    monkeypatch.setattr("taskgen.stages.judge.tasks.judge_episode_task.delay", lambda episode_id, config_id, run_id:
                         judge_episode(episode_id=episode_id, config_id=config_id, pipeline_run_id=run_id))
     run = RunFactory()
     EpisodeFactory.create_batch(2, run=run)
@@ -328,11 +342,11 @@ def test_validate_runs_in_the_background_and_keeps_its_report(admin_client_role,
     import sys
     import types
 
-    module = types.ModuleType("taskgen.stages.validate")
+    module = types.ModuleType("taskgen.stages.validate.service")
     report = types.SimpleNamespace(as_dict=lambda: {"precision": 0.9, "false_positives": [{"task_id": "t1"}]})
     module.validate_compute = lambda *, runs, config, against, reviewer=None: report
-    monkeypatch.setitem(sys.modules, "taskgen.stages.validate", module)
-    monkeypatch.setattr("taskgen.tasks.pipeline.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
+    monkeypatch.setitem(sys.modules, "taskgen.stages.validate.service", module)
+    monkeypatch.setattr("taskgen.engine.tasks.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
     run, config = RunFactory(), JudgeConfig.objects.create(provider="rules", model="m", prompt_version="v1")
     with django_capture_on_commit_callbacks(execute=True):
         admin_client_role.post(reverse("review:pipeline_start", args=["validate"]),

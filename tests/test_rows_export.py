@@ -16,10 +16,9 @@ import pytest
 
 from review.models import FinalLabel
 from taskgen.models import Export, JudgeConfig, Judgment
-from taskgen.stages.exports import export_create
-from taskgen.stages.rows import ExportError, export_budget_check, export_select
-from taskgen.stages.rows_output import export_stream_targz
-from taskgen.stages.rows_select import report_sites
+from taskgen.stages.export.output import export_stream_targz
+from taskgen.stages.export.select import ExportError, export_budget_check, export_select, report_sites
+from taskgen.stages.export.service import export_create
 from tests.runfiles import HandTask, load_run_dir, write_run_dir
 
 REFERENCE = Path(os.environ.get("TASKGEN_REFERENCE", "/work/shared/reference/taskgen.py"))
@@ -253,7 +252,7 @@ GAP_TASKS = [HandTask("alpha", 0, rows=2, attempted=False), *HAND_TASKS[:5], Han
 @pytest.mark.parametrize("budget", [5, 8, 12])
 def test_a_run_imported_by_the_importer_exports_what_the_reference_exports(settings, monkeypatch, tmp_path, budget):
     """Tasks in tasks.jsonl without an episode folder still take their round-robin turn, as in the reference."""
-    from taskgen.stages.importer import import_run_dir
+    from taskgen.stages.import_.service import import_run_dir
 
     run_dir, tasks_file = write_run_dir(Path(settings.DATA_ROOT) / "gaps", GAP_TASKS)
     run = import_run_dir(run_dir=run_dir, tasks_file=tasks_file).run
@@ -265,3 +264,13 @@ def test_a_run_imported_by_the_importer_exports_what_the_reference_exports(setti
     assert sorted(p.name for p in ours.iterdir() if p.is_dir()) == sorted(
         p.name for p in (tmp_path / "ref").iterdir() if p.is_dir())
     assert export.manifest["params"]["order_from"] == "tasks file"
+
+
+@pytest.mark.parametrize("task_id", ["../up", ".hidden", "a/b", "a\\b", "with space", "", "x" * 201])
+def test_import_attempt_and_export_refuse_the_same_unsafe_task_ids(task_id):
+    from taskgen.names import is_plain_name
+    from taskgen.stages.export.output import safe_name
+
+    assert not is_plain_name(task_id)
+    with pytest.raises(ExportError, match="not a safe file name"):
+        safe_name(task_id)

@@ -15,7 +15,7 @@ from review.models import Label, Queue
 from review.queues import sample_episode_ids
 from review.services import queue_create_sample
 from taskgen.models import Site
-from taskgen.stages.validate import validate_compute
+from taskgen.stages.validate.service import validate_compute
 from taskgen.stats import REFERENCE_KEYS
 from tests.factories import JudgeConfigFactory, JudgmentFactory, RunFactory, SiteFactory, TaskFactory, UserFactory
 from tests.validate_data import make_cells, make_episode

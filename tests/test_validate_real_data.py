@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from review.models import FinalLabel
 from taskgen.models import Episode, Judgment, Site, Task
-from taskgen.stages.validate import validate_compute
+from taskgen.stages.validate.service import validate_compute
 from tests.factories import JudgeConfigFactory, RunFactory
 from tests.validate_data import reference_validate
 

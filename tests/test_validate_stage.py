@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from taskgen.stages.validate import (
+from taskgen.stages.validate.service import (
     ValidateError,
     default_config,
     human_agreement,

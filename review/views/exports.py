@@ -1,15 +1,20 @@
 """Export history: every export with who, when, parameters and counts; its manifest; its rows as a .tar.gz."""
 from __future__ import annotations
 
+import io
+
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
 
 from review import selectors
+from review.labels_backup import labels_export_lines, labels_import
 from review.roles import Role, require_role
-from taskgen.stages.rows import manifest_bytes
-from taskgen.stages.rows_output import export_missing_files, export_stream_targz
+from taskgen.stages.export.output import export_missing_files, export_stream_targz
+from taskgen.stages.export.select import manifest_bytes
 
 
 @require_GET
@@ -49,3 +54,34 @@ def export_download(request: HttpRequest, pk: int) -> HttpResponse:
     response = StreamingHttpResponse(export_stream_targz(export=export), content_type="application/gzip")
     response["Content-Disposition"] = f'attachment; filename="export-{export.pk}.tar.gz"'
     return response
+
+
+@require_GET
+@require_role(Role.ADMIN)
+def labels_download(request: HttpRequest) -> HttpResponse:
+    """Every label, its history and the final labels, as the JSON lines `taskgen labels export` writes."""
+    response = StreamingHttpResponse(labels_export_lines(), content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="labels-{timezone.now():%Y%m%d-%H%M%S}.jsonl"'
+    return response
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def labels_upload(request: HttpRequest) -> HttpResponse:
+    """Restore a labels backup (idempotent); what was refused is listed on the Exports page."""
+    upload = request.FILES.get("file")
+    if upload is None:
+        messages.error(request, "Choose a labels file (.jsonl) written by a labels export.")
+        return redirect("review:export_list")
+    try:
+        report = labels_import(lines=io.TextIOWrapper(upload.file, encoding="utf-8"))
+    except UnicodeDecodeError:
+        messages.error(request, f"{upload.name} is not UTF-8 text: nothing was restored.")
+        return redirect("review:export_list")
+    level = messages.SUCCESS if report.ok else messages.WARNING
+    messages.add_message(request, level, f"Labels restored from {upload.name}: {report.summary()}.")
+    for reason in report.refused[:20]:
+        messages.warning(request, f"Refused: {reason}")
+    if len(report.refused) > 20:
+        messages.warning(request, f"... and {len(report.refused) - 20} more refused rows (the command line lists all).")
+    return redirect("review:export_list")

@@ -14,17 +14,17 @@ from django_htmx.http import HttpResponseStopPolling
 from review import selectors
 from review.forms_pipeline import STAGE_FORMS, StageForm
 from review.roles import Role, require_role
-from taskgen.models import PipelineRun
-from taskgen.stages.exports import export_create
-from taskgen.stages.paths import PathError
-from taskgen.stages.registry import (
+from taskgen.engine.registry import (
     ResumeError,
     StageUnavailable,
     pipeline_run_cancel,
     pipeline_run_resume,
     stage_start,
 )
-from taskgen.stages.rows import ExportError
+from taskgen.models import PipelineRun
+from taskgen.stages.export.select import ExportError
+from taskgen.stages.export.service import export_create
+from taskgen.stages.paths import PathError
 
 START_ERRORS = (PathError, ExportError, StageUnavailable, ObjectDoesNotExist, ValueError)
 

@@ -15,7 +15,7 @@ from review.charts import confusion_heatmap, site_intervals_chart
 from review.links import random_sample_episodes, review_queue_url_for
 from review.roles import Role, require_role
 from taskgen.models import JudgeConfig, Run
-from taskgen.stages.validate import (
+from taskgen.stages.validate.service import (
     AGAINST_CHOICES,
     ValidateError,
     default_config,

@@ -9,8 +9,8 @@ from pathlib import Path
 from django.conf import settings
 
 from sandbox.catalog import sandbox_tasks
-from taskgen.cli import attempt as attempt_cli
 from taskgen.models import PipelineRun, Run
+from taskgen.stages.attempt import command as attempt_cli
 
 NAME = "demo-attempt"
 HELP = "Run ~30 sandbox tasks (all sites) with the scripted agent (a simulation) once, as the run 'sandbox-demo'."

@@ -7,7 +7,7 @@ from pathlib import Path
 from django.conf import settings
 
 from taskgen.models import Run
-from taskgen.stages.importer import ImportFailed, import_run_dir
+from taskgen.stages.import_.service import ImportFailed, import_run_dir
 
 NAME = "demo-data"
 HELP = "Import the demo data found beside this checkout (../shared/data/online-mind2web-abp) if not yet imported."

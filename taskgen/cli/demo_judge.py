@@ -6,7 +6,7 @@ import argparse
 import json
 
 from taskgen.models import Run
-from taskgen.stages.judge import episodes_to_judge, judge_config_for, judge_run_here, judge_summary
+from taskgen.stages.judge.service import episodes_to_judge, judge_config_for, judge_run_here, judge_summary
 
 NAME = "demo-judge"
 HELP = "Judge every run's unjudged episodes with the rules baseline (offline; a heuristic, not a model)."

@@ -15,7 +15,7 @@ from taskgen.harness.agents import ScriptedAgent
 from taskgen.harness.browser import browser_close, in_browser_thread
 from taskgen.harness.episode import episode_run
 from taskgen.models import Episode, PipelineRun, Run, Screenshot
-from taskgen.stages.attempt import attempt_episode, attempt_start
+from taskgen.stages.attempt.service import attempt_episode, attempt_prepare
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -77,7 +77,7 @@ def test_attempt_writes_a_run_dir_imports_it_and_records_a_crash_as_failed(chrom
     tasks_file = tmp_path / "tasks.jsonl"
     tasks_file.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks), encoding="utf-8")
 
-    pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="t-run", mistakes=0.0, enqueue=False)
+    pipeline_run = attempt_prepare(tasks_file=tasks_file, agent="scripted", name="t-run", mistakes=0.0)
     for t in tasks:
         attempt_episode(pipeline_run_id=pipeline_run.pk, task_id=t["task_id"])
     assert attempt_episode(pipeline_run_id=pipeline_run.pk, task_id="sb-shop-003") is None  # safe to run twice

@@ -29,10 +29,12 @@ def test_the_progress_bar_moves_and_polling_stops_when_the_run_ends(admin_page, 
     assert admin_page.locator(f"#progress-{pr.pk} progress").get_attribute("value") == "3"
 
     PipelineRun.objects.filter(pk=pr.pk).update(done=7)
-    admin_page.wait_for_function(f"document.querySelector('#progress-{pr.pk} progress').value == 7", timeout=10_000)
+    # Arrow functions, not bare expressions: Playwright evals a bare one in the page, which the CSP refuses.
+    admin_page.wait_for_function(f"() => document.querySelector('#progress-{pr.pk} progress').value == 7",
+                                 timeout=10_000)
     PipelineRun.objects.filter(pk=pr.pk).update(done=10, status="done")
     status = f"document.querySelector('#progress-{pr.pk} .pill').innerText.trim()"
-    admin_page.wait_for_function(f"{status} == 'done'", timeout=10_000)
+    admin_page.wait_for_function(f"() => {status} == 'done'", timeout=10_000)
     admin_page.wait_for_timeout(200)  # lets Playwright deliver the request events so far
     seen = len(polls)
     admin_page.wait_for_timeout(5000)  # two polling periods: none may come once the run has ended

@@ -17,7 +17,7 @@ from taskgen.harness.browser import browser_close, in_browser_thread
 from taskgen.harness.episode import episode_run
 from taskgen.harness.rundir import episode_write
 from taskgen.models import Episode, Screenshot, VerifierResult
-from taskgen.stages.importer import import_run_dir
+from taskgen.stages.import_.service import import_run_dir
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, TaskFactory, UserFactory
 from tests.rundirs import png
 

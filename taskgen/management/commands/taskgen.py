@@ -1,26 +1,35 @@
 """`python manage.py taskgen <stage> ...`: one command, a subcommand per pipeline stage.
 
-Each subcommand is a module in `taskgen/cli/` that defines HELP, add_arguments(parser) and run(options, stdout,
-stderr) -> exit code; new stages add a module and nothing here changes.
+Each subcommand is a module, a stage's `taskgen/stages/<stage>/command.py` or one of `taskgen/cli/`, that defines
+HELP, add_arguments(parser) and run(options, stdout, stderr) -> exit code; a new stage adds its folder's command
+module and nothing here changes.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import sys
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 import taskgen.cli
+import taskgen.stages
+
+
+def _module_names() -> list[str]:
+    stages = [f"taskgen.stages.{info.name}.command" for info in pkgutil.iter_modules(taskgen.stages.__path__)
+              if info.ispkg and importlib.util.find_spec(f"taskgen.stages.{info.name}.command")]
+    tools = [f"taskgen.cli.{info.name}" for info in pkgutil.iter_modules(taskgen.cli.__path__)
+             if not info.name.startswith("_")]
+    return stages + tools
 
 
 def _subcommands() -> dict[str, object]:
     found = {}
-    for info in pkgutil.iter_modules(taskgen.cli.__path__):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"taskgen.cli.{info.name}")
-        found[getattr(module, "NAME", info.name)] = module
+    for name in _module_names():
+        module = importlib.import_module(name)
+        found[getattr(module, "NAME", name.split(".")[-1])] = module
     return found
 
 

@@ -1,0 +1,1 @@
+"""The pipeline engine: starts, runs, cancels and resumes the stages' work."""

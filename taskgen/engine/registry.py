@@ -1,0 +1,149 @@
+"""Every stage an admin can start from the app, behind one call: `stage_start(stage=..., params=..., user=...)`.
+
+Import, validate and export run as one Celery task of ours (`taskgen.engine.stage_runs`); attempt and judge
+queue their own work through their modules' start functions. Those modules are looked up when a stage starts,
+not when the web process imports this one: the attempt stage pulls in the browser harness, which pages never need.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from django.db import transaction
+from django.utils import timezone
+
+from taskgen.engine.stage_runs import RUNNERS, StageUnavailable, stage_function
+from taskgen.engine.tasks import pipeline_run_enqueue
+from taskgen.models import JudgeConfig, PipelineRun, Run
+from taskgen.pipeline_runs import pipeline_run_create
+from taskgen.stages.export.service import export_prepare
+from taskgen.stages.paths import existing_dir_under_data_root, existing_file_under_data_root
+
+log = logging.getLogger(__name__)
+Stage = PipelineRun.Stage
+
+
+# ── starts: params are JSON-able form values; each returns the PipelineRun that tracks the work ─────────────────
+
+def _queue_own(*, stage: str, params: dict, user, run: Run | None = None) -> PipelineRun:
+    pipeline_run = pipeline_run_create(stage=stage, params=params, user=user, run=run)
+    pipeline_run_enqueue(pipeline_run=pipeline_run)
+    return pipeline_run
+
+
+def import_begin(*, params: dict, user) -> PipelineRun:
+    """Queue the import of a run dir under the data root (and its tasks file, when given)."""
+    stage_function("taskgen.stages.import_.service", "import_run_dir")
+    run_dir = existing_dir_under_data_root(raw=params["run_dir"])
+    tasks = params.get("tasks_file") or ""
+    tasks_file = str(existing_file_under_data_root(raw=tasks)) if tasks else ""
+    return _queue_own(stage=Stage.IMPORT, user=user,
+                      params={"run_dir": str(run_dir), "tasks_file": tasks_file, "name": params.get("name") or ""})
+
+
+def attempt_begin(*, params: dict, user) -> PipelineRun:
+    start = stage_function("taskgen.stages.attempt.tasks", "attempt_start")
+    tasks_file = existing_file_under_data_root(raw=params["tasks_file"])
+    return start(tasks_file=tasks_file, agent=params["agent"], name=params.get("name") or "",
+                 mistakes=params.get("mistakes") or 0, seed=params.get("seed") or 0, limit=params.get("limit"),
+                 user=user)
+
+
+def judge_begin(*, params: dict, user) -> PipelineRun:
+    start = stage_function("taskgen.stages.judge.tasks", "judge_start")
+    config_for = stage_function("taskgen.stages.judge.service", "judge_config_for")
+    config = config_for(params["provider"], params["model"], params["prompt_version"], params["image_policy"])
+    run = Run.objects.get(pk=params["run"])
+    return start(run=run, config=config, user=user, batch=bool(params.get("batch")))
+
+
+def validate_begin(*, params: dict, user) -> PipelineRun:
+    stage_function("taskgen.stages.validate.service", "validate_compute")
+    return _queue_own(stage=Stage.VALIDATE, user=user, params={
+        "runs": [int(pk) for pk in params["runs"]], "config": int(params["config"]), "against": params["against"]})
+
+
+def export_begin(*, params: dict, user) -> PipelineRun:
+    config = JudgeConfig.objects.filter(pk=params.get("judge_config")).first() if params.get("judge_config") else None
+    pipeline_run = export_prepare(run=Run.objects.get(pk=params["run"]), source=params["source"],
+                                  judge_config=config, budget=params.get("budget"), out_dir=params["out_dir"],
+                                  user=user)
+    pipeline_run_enqueue(pipeline_run=pipeline_run)
+    return pipeline_run
+
+
+STARTS: dict[str, Callable[..., PipelineRun]] = {
+    Stage.IMPORT: import_begin, Stage.ATTEMPT: attempt_begin, Stage.JUDGE: judge_begin,
+    Stage.VALIDATE: validate_begin, Stage.EXPORT: export_begin,
+}
+
+
+def stage_start(*, stage: str, params: dict, user) -> PipelineRun:
+    """Start a stage; the form values are kept on the PipelineRun (`started_with`) so it can be started again."""
+    if stage not in STARTS:
+        raise StageUnavailable(f"there is no {stage!r} stage to start")
+    with transaction.atomic():
+        pipeline_run = STARTS[stage](params=params, user=user)
+        pipeline_run.params = {**(pipeline_run.params or {}), "started_with": params}
+        pipeline_run.save(update_fields=["params"])
+    return pipeline_run
+
+
+# ── cancel and resume ───────────────────────────────────────────────────────────────────────────────────────────
+
+ACTIVE = [PipelineRun.Status.QUEUED, PipelineRun.Status.RUNNING]
+RESUMABLE = [PipelineRun.Status.FAILED, PipelineRun.Status.CANCELLED]
+
+
+class ResumeError(ValueError):
+    """The run cannot be resumed (it is still going, or it finished)."""
+
+
+def pipeline_run_cancel(*, pipeline_run: PipelineRun) -> bool:
+    """Cancel a queued or running run: queued work drops itself, running work stops after its current unit."""
+    now = timezone.now()
+    return PipelineRun.objects.filter(pk=pipeline_run.pk, status__in=ACTIVE).update(
+        status=PipelineRun.Status.CANCELLED, finished_at=now) == 1
+
+
+def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
+    """Run a failed or cancelled run again, doing only what is not done: our own stages reopen the same
+    PipelineRun; attempt and judge start again with the same values (their starts skip finished episodes)."""
+    if pipeline_run.status not in RESUMABLE:
+        raise ResumeError(f"only a failed or cancelled run can be resumed; this one is {pipeline_run.status}")
+    if pipeline_run.stage in RUNNERS:
+        with transaction.atomic():
+            reopened = PipelineRun.objects.filter(pk=pipeline_run.pk, status__in=RESUMABLE).update(
+                status=PipelineRun.Status.QUEUED, finished_at=None, failed=0)
+            if reopened:
+                pipeline_run_enqueue(pipeline_run=pipeline_run)
+        pipeline_run.refresh_from_db()
+        return pipeline_run
+    own_resume = _foreign_resume(pipeline_run.stage)
+    if own_resume is not None:
+        return own_resume(pipeline_run=pipeline_run, user=user)
+    if pipeline_run.stage not in START_AGAIN_RESUMES:
+        raise ResumeError(f"the {pipeline_run.stage} stage cannot resume a run yet (its module has no "
+                          f"{pipeline_run.stage}_resume); start a new one")
+    started_with = (pipeline_run.params or {}).get("started_with")
+    if started_with is None:
+        raise ResumeError("this run was not started from the app, so its start values are unknown")
+    again = stage_start(stage=pipeline_run.stage, params=started_with, user=user)
+    PipelineRun.objects.filter(pk=again.pk).update(params={**again.params, "resumed_from": pipeline_run.pk})
+    again.refresh_from_db()
+    return again
+
+
+# Judge starts queue only episodes without a verdict, so starting again with the same values is a resume.
+START_AGAIN_RESUMES = {Stage.JUDGE}
+FOREIGN_MODULES = {Stage.JUDGE: "taskgen.stages.judge.tasks", Stage.ATTEMPT: "taskgen.stages.attempt.tasks"}
+
+
+def _foreign_resume(stage: str) -> Callable | None:
+    """A stage module's own `<stage>_resume(*, pipeline_run, user) -> PipelineRun`, when it has one."""
+    if stage not in FOREIGN_MODULES:
+        return None
+    try:
+        return stage_function(FOREIGN_MODULES[stage], f"{stage}_resume")
+    except StageUnavailable:
+        return None

@@ -1,0 +1,68 @@
+"""`taskgen rows RUN --out DIR`: export approved episodes as a rows folder, the same function as the export page."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from django.conf import settings
+
+from taskgen.models import Export, JudgeConfig, Judgment, Run
+from taskgen.stages.export.select import ExportError, report_bytes
+from taskgen.stages.export.service import export_create
+from taskgen.stages.lookup import judge_config_find, run_find
+
+NAME = "rows"
+HELP = ("Export approved episodes of RUN as <out>/<task_id>/{rows.jsonl, step_*.png, episode.json} + _report.json "
+        "(sites round robin, tasks in file order, whole episodes up to --budget steps). --out must be under the "
+        "data root (TASKGEN_DATA_ROOT).")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", help="the run: its name, its id, or the run dir it was imported from")
+    parser.add_argument("--out", required=True, help="a new or empty folder under the data root")
+    parser.add_argument("--budget", default=str(settings.EXPORT_BUDGET), help="step budget (default %(default)s)")
+    parser.add_argument("--source", default=Export.Selection.JUDGE, choices=[c.value for c in Export.Selection],
+                        help="which verdicts approve an episode (default: judge, as the reference)")
+    parser.add_argument("--judge", default=None,
+                        help="judge config (provider:model:prompt:images, or its id); needed when the run has "
+                             "verdicts from more than one")
+
+
+def find_run(text: str) -> Run:
+    """A run by name, id, or the path it was imported from."""
+    found = run_find(text)
+    if found is None:
+        raise ExportError(f"no run named {text!r} (give a run's name, id, or the run dir it was imported from)")
+    return found
+
+
+def find_judge_config(text: str | None, run: Run) -> JudgeConfig:
+    """The judge config named on the command line, or the only one that judged this run."""
+    if text:
+        config = judge_config_find(text)
+        if config is None:
+            known = ", ".join(c.key for c in JudgeConfig.objects.all()) or "none"
+            raise ExportError(f"no judge config {text!r}; known: {known}")
+        return config
+    used = JudgeConfig.objects.filter(pk__in=Judgment.objects.filter(episode__run=run).values("config")).distinct()
+    if used.count() != 1:
+        names = ", ".join(c.key for c in used) or "none"
+        raise ExportError(f"say which judge's verdicts to use with --judge (this run has verdicts from: {names})")
+    return used.get()
+
+
+def run(options: dict, stdout, stderr) -> int:
+    try:
+        the_run = find_run(options["run"])
+        config = None
+        if options["source"] != Export.Selection.HUMAN or options["judge"]:
+            config = find_judge_config(options["judge"], the_run)
+        export = export_create(run=the_run, source=options["source"], judge_config=config, budget=options["budget"],
+                               out_dir=options["out"], base=Path.cwd())
+    except ExportError as exc:
+        stderr.write(f"rows: {exc}")
+        return 2
+    stdout.write(report_bytes(export.report).decode())
+    stdout.write(json.dumps({"export": export.pk, "manifest_sha256": export.manifest_sha256, "out": export.out_dir}))
+    return 0

@@ -1,0 +1,232 @@
+"""Writing an export: the rows folder `<out>/<task_id>/{rows.jsonl, step_*.png, episode.json}` with _report.json and
+_manifest.json, and the same files as a .tar.gz streamed chunk by chunk (memory stays flat however big the export).
+
+rows.jsonl and episode.json are the episode's stored text exactly; images are the stored row-image blobs.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import shutil
+import tarfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+from taskgen.blobs import blob_path, blob_path_of
+from taskgen.models import Blob, Episode, Export
+from taskgen.names import is_plain_name
+from taskgen.stages.export.select import ExportError, manifest_bytes, report_bytes
+
+BATCH = 100  # episodes loaded at a time: their rows text is the big part
+COPY_BUFFER = 1 << 20
+GZIP_LEVEL = 1
+
+
+def safe_name(name: str) -> str:
+    """A file or folder name from imported data, refused when it could climb out of the export folder."""
+    if not is_plain_name(name):
+        raise ExportError(f"{name!r} is not a safe file name for an export")
+    return name
+
+
+@dataclass(frozen=True)
+class EpisodeFiles:
+    """One exported episode: its folder name and its files as (file name, bytes or blob path)."""
+
+    task_id: str
+    files: list[tuple[str, bytes | Path]]
+
+
+def export_episodes(entries: list[dict]) -> Iterator[EpisodeFiles]:
+    """The manifest's episodes in its order, a batch at a time: rows.jsonl and episode.json are the episodes' stored
+    text, the row images the blobs the manifest names (no model instance per screenshot)."""
+    for start in range(0, len(entries), BATCH):
+        chunk = entries[start:start + BATCH]
+        texts = {row["id"]: row for row in Episode.objects.filter(pk__in=[e["episode_id"] for e in chunk])
+                 .values("id", "rows_jsonl", "episode_json")}
+        for entry in chunk:
+            row = texts.get(entry["episode_id"])
+            if row is None:
+                raise ExportError(f"episode {entry['episode_id']} was deleted after the export was selected")
+            yield EpisodeFiles(entry["task_id"], episode_files(row, entry["images"]))
+
+
+def episode_files(row: dict, images: list[list[str]]) -> list[tuple[str, bytes | Path]]:
+    """(file name, bytes or blob path) of one episode's rows folder, from its stored text and its [name, sha256]
+    row images."""
+    files: list[tuple[str, bytes | Path]] = [("rows.jsonl", row["rows_jsonl"].encode("utf-8"))]
+    files += [(safe_name(name), blob_path_of(sha256)) for name, sha256 in images]
+    if row["episode_json"]:  # an episode imported without episode.json gets none, as the reference copies
+        files.append(("episode.json", row["episode_json"].encode("utf-8")))
+    return files
+
+
+def _copy(source: Path, target: Path) -> None:
+    try:
+        shutil.copyfile(source, target)  # the kernel copies (sendfile): fast and light on the CPU
+    except shutil.SpecialFileError:
+        # shutil.copyfile refuses anything but regular files (a blob store on a pipe or device): copy by hand.
+        with source.open("rb") as src, target.open("wb") as dst:
+            shutil.copyfileobj(src, dst, COPY_BUFFER)
+
+
+def episode_write_dir(*, episode: EpisodeFiles, out: Path) -> bool:
+    """Write one episode's folder (all files, then one rename, so a folder that exists is complete); False when it
+    was already there (a resumed export writes only what is missing)."""
+    name = safe_name(episode.task_id)
+    target = out / name
+    if target.is_dir():
+        return False
+    partial = out / f".partial-{name}"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    for file_name, content in episode.files:
+        if isinstance(content, bytes):
+            (partial / file_name).write_bytes(content)
+        else:
+            _copy(content, partial / file_name)
+    os.rename(partial, target)
+    return True
+
+
+@dataclass
+class WriteOutcome:
+    written: int = 0
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+    stopped: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return not self.errors and not self.stopped
+
+
+def export_write_dir(*, manifest: dict, out: Path, on_episode: Callable[[bool, str], None] | None = None,
+                     should_stop: Callable[[], bool] | None = None, workers: int | None = None) -> WriteOutcome:
+    """Write every episode of the manifest under `out`, then _report.json and _manifest.json once all are there.
+
+    An episode that fails is reported and the others go on; `should_stop` is asked before each episode (cancel), so
+    at most `workers` episodes already being written finish after it says stop. Files are written by a few threads
+    (creating many small files is slow per file, and the kernel does it in parallel); the database is read and
+    progress reported on this thread only."""
+    out.mkdir(parents=True, exist_ok=True)
+    outcome = WriteOutcome()
+    workers = workers or settings.EXPORT_WORKERS
+    pool = _InlinePool() if workers == 1 else ThreadPoolExecutor(max_workers=workers, thread_name_prefix="export")
+    with pool:
+        pending: dict[Future, str] = {}
+        for episode in export_episodes(manifest["episodes"]):
+            if should_stop is not None and should_stop():
+                outcome.stopped = True
+                break
+            pending[pool.submit(episode_write_dir, episode=episode, out=out)] = episode.task_id
+            if len(pending) >= workers:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                _collect(finished, pending, outcome, on_episode)
+        _collect(list(pending), pending, outcome, on_episode)
+    if outcome.complete:
+        (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
+        (out / "_manifest.json").write_bytes(manifest_bytes(manifest))
+    return outcome
+
+
+class _InlinePool:
+    """One writer: each episode is written on the calling thread, with no hand-off between threads per episode."""
+
+    def submit(self, fn: Callable[..., bool], /, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(**kwargs))
+        except Exception as exc:  # noqa: BLE001 - reported per episode by _collect, as a thread pool's future would
+            future.set_exception(exc)
+        return future
+
+    def __enter__(self) -> _InlinePool:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        return None
+
+
+def _collect(finished, pending: dict[Future, str], outcome: WriteOutcome,
+             on_episode: Callable[[bool, str], None] | None) -> None:
+    for future in finished:
+        task_id = pending.pop(future)
+        try:
+            wrote = future.result()
+        except (OSError, ExportError) as exc:
+            message = f"{task_id}: {exc}"
+            outcome.errors.append(message)
+            if on_episode:
+                on_episode(False, message)
+            continue
+        outcome.written += wrote
+        outcome.skipped += not wrote
+        if wrote and on_episode:
+            on_episode(True, "")
+
+
+class _ChunkSink:
+    """A write-only file for tarfile whose contents are taken out after each member: the stream never piles up."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def drain(self) -> bytes:
+        data = b"".join(self.parts)
+        self.parts.clear()
+        return data
+
+
+def _add(tar: tarfile.TarFile, arcname: str, content: bytes | Path, mtime: int) -> None:
+    info = tarfile.TarInfo(arcname)
+    info.mtime = mtime
+    info.mode = 0o644
+    if isinstance(content, bytes):
+        info.size = len(content)
+        tar.addfile(info, io.BytesIO(content))
+        return
+    info.size = content.stat().st_size
+    with content.open("rb") as handle:
+        tar.addfile(info, handle)
+
+
+def export_stream_targz(*, export: Export) -> Iterator[bytes]:
+    """The export as a .tar.gz (folder `export-<id>/`), yielded a member at a time, episodes read a batch at a time."""
+    top, mtime = f"export-{export.pk}", int(export.created_at.timestamp())
+    sink = _ChunkSink()
+    # A tar stream ("w|") through our own gzip writer: Python 3.11's "w|gz" always compresses at level 9, which on
+    # PNGs (already compressed) costs several times the time of level 1 for almost no smaller file.
+    gz = gzip.GzipFile(filename="", mode="wb", fileobj=sink, compresslevel=GZIP_LEVEL, mtime=mtime)
+    with gz, tarfile.open(fileobj=gz, mode="w|") as tar:
+        _add(tar, f"{top}/_report.json", report_bytes(export.report), mtime)
+        _add(tar, f"{top}/_manifest.json", manifest_bytes(export.manifest), mtime)
+        yield sink.drain()
+        for episode in export_episodes(export.manifest["episodes"]):
+            folder = f"{top}/{safe_name(episode.task_id)}"
+            for file_name, content in episode.files:
+                _add(tar, f"{folder}/{file_name}", content, mtime)
+                chunk = sink.drain()
+                if chunk:
+                    yield chunk
+    yield sink.drain()
+
+
+def export_missing_files(*, export: Export) -> list[str]:
+    """Row images of the export whose blob file is gone (checked before a download starts, since a stream that
+    breaks halfway cannot say why)."""
+    shas = {sha for e in export.manifest.get("episodes", []) for _, sha in e.get("images", [])}
+    missing = []
+    for blob in Blob.objects.filter(sha256__in=shas).only("sha256").iterator(chunk_size=2000):
+        if not blob_path(blob).exists():
+            missing.append(blob.sha256)
+    return missing + sorted(shas - set(Blob.objects.filter(sha256__in=shas).values_list("sha256", flat=True)))

@@ -1,0 +1,1 @@
+"""The import stage: a reference run dir (tasks, episodes, judge files, verifier results) into the database."""

@@ -1,0 +1,275 @@
+"""One episode folder of a run dir: read its files safely, hash them, check them, and write the Episode with its
+screenshots in one transaction (blob files are written first: content-addressed, so a rollback leaves nothing wrong)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from taskgen.blobs import BlobError, CheckedImage, blob_check_image, blob_rows_ensure, blob_write
+from taskgen.models import Episode, Run, Screenshot, Task
+from taskgen.stages.import_.files import (
+    FileSkipped,
+    Skip,
+    check_jsonl,
+    decode_text,
+    inside,
+    parse_json,
+    read_bytes,
+    without_nul,
+)
+from taskgen.stages.import_.tasks_file import TaskLine
+from taskgen.steps import step_count
+
+_STEP_NAME = re.compile(r"step_(\d{1,9})\.png")
+_ROWS_TEXT_FILES = {"rows.jsonl", "episode.json"}
+_LIST_FIELDS = {"actions": "actions", "log": "request_log", "changes": "data_changes"}
+
+
+@dataclass
+class FileRead:
+    """One file of the episode folder, read: where it goes (kind/step) and its bytes."""
+
+    relpath: str
+    kind: str  # grade_inputs | step | final | row | rows_jsonl | episode_json
+    step: int
+    data: bytes
+    sha256: str = ""
+
+
+@dataclass
+class EpisodeFolder:
+    """What an episode folder holds, read and hashed; checked further only when its hash is new."""
+
+    folder: Path
+    shown: str
+    files: list[FileRead] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    content_hash: str = ""
+
+    def skip(self, relpath: str, reason: str) -> None:
+        self.skips.append(Skip(f"{self.shown}/{relpath}", reason))
+
+
+def _read_into(ep: EpisodeFolder, path: Path, *, root: Path, relpath: str, kind: str, step: int = 0) -> None:
+    is_json = kind in ("grade_inputs", "rows_jsonl", "episode_json")
+    limit = settings.JSON_MAX_BYTES if is_json else settings.BLOB_MAX_BYTES
+    try:
+        data = read_bytes(path, root=root, limit=limit)
+    except FileSkipped as exc:
+        ep.skip(relpath, str(exc))
+        return
+    ep.files.append(FileRead(relpath, kind, step, data, hashlib.sha256(data).hexdigest()))
+
+
+def _subfolder_ok(ep: EpisodeFolder, sub: str, root: Path) -> bool:
+    """True when the subfolder exists and (through any symlink) stays inside the run dir."""
+    folder = ep.folder / sub
+    if not folder.is_dir():
+        return False
+    try:
+        inside(folder, root)
+    except FileSkipped as exc:
+        ep.skip(f"{sub}/", str(exc))
+        return False
+    return True
+
+
+def _read_steps(ep: EpisodeFolder, sub: str, kind: str, root: Path) -> None:
+    try:
+        paths = sorted((ep.folder / sub).iterdir())
+    except OSError as exc:
+        ep.skip(f"{sub}/", f"cannot be listed ({exc.strerror or exc})")
+        return
+    for path in paths:
+        match = _STEP_NAME.fullmatch(path.name)
+        if match:
+            _read_into(ep, path, root=root, relpath=f"{sub}/{path.name}", kind=kind, step=int(match.group(1)))
+        elif not path.name.startswith(".") and path.name not in _ROWS_TEXT_FILES:
+            ep.skip(f"{sub}/{path.name}", "not named step_N.png")  # said, so a rows export never loses it silently
+
+
+def episode_folder_read(*, folder: Path, root: Path, shown: str, line: TaskLine) -> EpisodeFolder:
+    """Read every file the importer uses from one episode folder and hash them with the task's place in the run."""
+    inside(folder, root)  # the folder itself may be a symlink out of the run dir
+    ep = EpisodeFolder(folder=folder, shown=shown)
+    has_rows = _subfolder_ok(ep, "rows", root)
+    candidates = [("grade_inputs.json", "grade_inputs"), ("final.png", "final")]
+    if has_rows:
+        candidates += [("rows/rows.jsonl", "rows_jsonl"), ("rows/episode.json", "episode_json")]
+    for relpath, kind in candidates:
+        path = folder / relpath
+        if path.exists() or path.is_symlink():
+            _read_into(ep, path, root=root, relpath=relpath, kind=kind)
+    if _subfolder_ok(ep, "screenshots", root):
+        _read_steps(ep, "screenshots", "step", root)
+    if has_rows:
+        _read_steps(ep, "rows", "row", root)
+    digest = hashlib.sha256(f"{line.order}|{line.site_slug}|{line.data.get('task_kind')}\n".encode())
+    for item in sorted(ep.files, key=lambda f: f.relpath):
+        digest.update(f"{item.relpath}\0{item.sha256}\n".encode())
+    for skip in ep.skips:
+        digest.update(f"{skip.path}\0{skip.reason}\n".encode())
+    ep.content_hash = digest.hexdigest()
+    return ep
+
+
+def _evidence(grade_inputs: dict) -> dict:
+    # Every field set, so rewriting a changed episode leaves nothing of its old evidence behind.
+    values = {"actions": [], "request_log": [], "data_changes": [], "answer": "", "screen_text": []}
+    extra = {}
+    for key, value in grade_inputs.items():
+        if key in _LIST_FIELDS:
+            if not isinstance(value, list):
+                raise FileSkipped(f"`{key}` is {type(value).__name__}, not a list")
+            values[_LIST_FIELDS[key]] = value
+        elif key == "answer":
+            values["answer"] = value if isinstance(value, str) else "" if value is None else json.dumps(value)
+        elif key == "seen":
+            values["screen_text"] = value if isinstance(value, list) else [] if value is None else [value]
+        else:
+            extra[key] = value
+    values["extra"] = extra
+    values["steps"] = step_count(values["actions"])
+    return values
+
+
+@dataclass
+class CheckedEpisode:
+    values: dict
+    images: list[tuple[FileRead, CheckedImage]]
+
+
+def episode_folder_check(ep: EpisodeFolder) -> CheckedEpisode:
+    """Parse and check the read files; FileSkipped (naming grade_inputs.json) when the episode cannot be imported."""
+    by_kind = {f.kind: f for f in ep.files if f.kind in ("grade_inputs", "rows_jsonl", "episode_json")}
+    if "grade_inputs" not in by_kind:
+        reason = next((s.reason for s in ep.skips if s.path.endswith("/grade_inputs.json")), "missing")
+        raise FileSkipped(f"grade_inputs.json: {reason}")
+    try:
+        grade_inputs = parse_json(decode_text(by_kind["grade_inputs"].data))
+        if not isinstance(grade_inputs, dict):
+            raise FileSkipped(f"holds JSON {type(grade_inputs).__name__}, not an object")
+        values = _evidence(without_nul(grade_inputs))
+    except FileSkipped as exc:
+        raise FileSkipped(f"grade_inputs.json: {exc}") from exc
+    values.update(_rows(ep, by_kind))
+    return CheckedEpisode(values=values, images=_images(ep))
+
+
+def _rows(ep: EpisodeFolder, by_kind: dict[str, FileRead]) -> dict:
+    values = {"rows_jsonl": "", "episode_json": "", "row_count": 0, "has_rows": False}
+    if "rows_jsonl" in by_kind:
+        try:
+            text = decode_text(by_kind["rows_jsonl"].data)
+            values.update(row_count=check_jsonl(text), rows_jsonl=text, has_rows=True)
+        except FileSkipped as exc:
+            ep.skip("rows/rows.jsonl", str(exc))
+    if "episode_json" in by_kind:
+        try:
+            text = decode_text(by_kind["episode_json"].data)
+            parse_json(text)
+            values["episode_json"] = text
+        except FileSkipped as exc:
+            ep.skip("rows/episode.json", str(exc))
+    return values
+
+
+def _images(ep: EpisodeFolder) -> list[tuple[FileRead, CheckedImage]]:
+    images = []
+    for item in ep.files:
+        if item.kind not in ("step", "final", "row"):
+            continue
+        try:
+            images.append((item, blob_check_image(data=item.data, sha256=item.sha256)))
+        except BlobError as exc:
+            ep.skip(item.relpath, str(exc))
+    last_step = max((f.step for f, _ in images if f.kind == "step"), default=-1)
+    for item, _ in images:
+        if item.kind == "final":
+            item.step = last_step + 1  # the final screen sorts after the last step
+    return images
+
+
+@dataclass
+class PreparedEpisode:
+    """An episode folder made ready for the database (no file bytes: they are in the blob store already).
+
+    `unchanged`: its files hash as stored. `values` is None when the episode cannot be imported (see `skips`).
+    """
+
+    task_id: str
+    content_hash: str = ""
+    unchanged: bool = False
+    values: dict | None = None
+    images: list[tuple[str, int, str, CheckedImage]] = field(default_factory=list)  # kind, step, name, image
+    skips: list[Skip] = field(default_factory=list)
+
+
+def episode_prepare(*, folder: Path, root: Path, shown: str, line: TaskLine, known_hash: str) -> PreparedEpisode:
+    """Read, hash and check one episode folder and write its images to the blob store; touches no database, so
+    import workers can run it in other processes."""
+    try:
+        ep = episode_folder_read(folder=folder, root=root, shown=shown, line=line)
+    except FileSkipped as exc:
+        return PreparedEpisode(task_id=line.task_id, skips=[Skip(shown, str(exc))])
+    prepared = PreparedEpisode(task_id=line.task_id, content_hash=ep.content_hash, skips=ep.skips)
+    if known_hash == ep.content_hash:
+        prepared.unchanged = True
+        return prepared
+    try:
+        checked = episode_folder_check(ep)
+    except FileSkipped as exc:
+        prepared.skips.append(Skip(f"{shown}/grade_inputs.json", f"episode not imported: {exc}"))
+        return prepared
+    for item, image in checked.images:
+        blob_write(sha256=image.sha256, data=item.data)
+    prepared.values = dict(checked.values, source_path=str(folder), content_hash=ep.content_hash,
+                           extra=dict(checked.values["extra"], **_skipped_note(ep)))
+    prepared.images = [(item.kind, item.step, Path(item.relpath).name, image) for item, image in checked.images]
+    return prepared
+
+
+def _skipped_note(ep: EpisodeFolder) -> dict:
+    # Kept on the episode so its page can say which of its files were left out, and why.
+    return {"import_skipped": [str(s) for s in ep.skips]} if ep.skips else {}
+
+
+def episode_save(*, run: Run, task: Task, line: TaskLine, prepared: PreparedEpisode, existing_id: int | None,
+                 blob_ids: dict[str, int]) -> None:
+    """Write a prepared episode and its screenshots in one transaction; an existing episode is replaced in place.
+
+    `blob_ids` (sha -> Blob id) is this import's memory of blobs already in the database; it grows after commits.
+    """
+    with transaction.atomic():
+        _commit_without_waiting_for_disk()
+        new_ids = blob_rows_ensure(images=[image for *_, image in prepared.images if image.sha256 not in blob_ids])
+        values = dict(prepared.values, site_id=task.site_id, task_kind=task.task_kind, task_order=line.order)
+        episode_id = _episode_write(run=run, task=task, values=values, existing_id=existing_id)
+        Screenshot.objects.bulk_create([
+            Screenshot(episode_id=episode_id, kind=kind, step=step, name=name,
+                       blob_id=new_ids.get(image.sha256) or blob_ids[image.sha256])
+            for kind, step, name, image in prepared.images
+        ])
+    blob_ids.update(new_ids)  # only after the commit: a rolled-back blob row must not be remembered
+
+
+def _commit_without_waiting_for_disk() -> None:
+    """On PostgreSQL, let this transaction's commit return before its WAL is flushed. Safe here: the database stays
+    consistent, and the few episodes a crash could lose are imported again by the next (idempotent) import."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
+
+
+def _episode_write(*, run: Run, task: Task, values: dict, existing_id: int | None) -> int:
+    if existing_id is None:
+        return Episode.objects.create(run=run, task=task, **values).pk
+    Episode.objects.filter(pk=existing_id).update(**values)
+    Screenshot.objects.filter(episode_id=existing_id).delete()
+    return existing_id

@@ -1,0 +1,129 @@
+"""Reading a run dir's files defensively: plain task ids, no symlink out of the folder, no special files, size limits,
+JSON that parses. Every refusal is a `FileSkipped` whose message says why, for the import summary."""
+from __future__ import annotations
+
+import json
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from taskgen.names import is_plain_name
+
+# A task id names a folder: letters, digits, _ . - only, not starting with a dot (no "..", no hidden names).
+
+
+@dataclass(frozen=True)
+class Skip:
+    """One file or folder the import left out, and why."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class ImportFailed(ValueError):
+    """Nothing can be imported from this run dir (it is missing, or it has no readable tasks file)."""
+
+
+class FileSkipped(Exception):
+    """This file (or folder) cannot be imported; the message is the reason shown to the researcher."""
+
+
+def check_plain_name(value: object) -> str:
+    if not is_plain_name(value):
+        raise FileSkipped(f"task id {str(value)[:80]!r} is not a plain name (letters, digits, _ . - only)")
+    return value
+
+
+def inside(path: Path, root: Path) -> Path:
+    """The resolved path, refused when it (through a symlink) leads out of root."""
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+        raise FileSkipped(f"path cannot be resolved ({exc})") from exc
+    if not resolved.is_relative_to(root):
+        raise FileSkipped(f"symlink leads out of {root.name}/ (to {resolved})")
+    return resolved
+
+
+def read_bytes(path: Path, *, root: Path, limit: int) -> bytes:
+    """A regular file's bytes, if it is not over limit bytes and, when it is a symlink, it stays inside root.
+
+    The caller has checked the folder holding it (one resolve per folder, not per file: imports read many files).
+    """
+    try:
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            info = inside(path, root).stat()
+    except OSError as exc:
+        raise FileSkipped(f"cannot be read ({exc.strerror or exc})") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise FileSkipped("not a regular file")  # a FIFO or device would hang or flood the import
+    if info.st_size > limit:
+        raise FileSkipped(f"{info.st_size:,} bytes is over the {limit:,}-byte limit")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise FileSkipped(f"cannot be read ({exc.strerror or exc})") from exc
+
+
+def decode_text(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileSkipped(f"not UTF-8 text (byte {exc.start})") from exc
+
+
+def _no_constant(name: str) -> None:
+    return None  # NaN and Infinity: PostgreSQL's JSON cannot hold them; null keeps the rest of the record
+
+
+def parse_json(text: str) -> object:
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        cut_short = exc.msg.startswith("Unterminated") or exc.pos >= len(text.rstrip())
+        raise FileSkipped(f"{'truncated' if cut_short else 'invalid'} JSON ({exc})") from exc
+    except (ValueError, RecursionError) as exc:  # a number too long to read, or nesting too deep
+        raise FileSkipped(f"invalid JSON ({str(exc)[:120] or type(exc).__name__})") from exc
+
+
+def read_json_object(path: Path, *, root: Path) -> dict:
+    """A JSON file that must hold one object."""
+    value = parse_json(decode_text(read_bytes(path, root=root, limit=settings.JSON_MAX_BYTES)))
+    if not isinstance(value, dict):
+        raise FileSkipped(f"holds JSON {type(value).__name__}, not an object")
+    return value
+
+
+def jsonl_lines(text: str) -> list[tuple[int, str]]:
+    """(line number from 1, line) for each non-blank line."""
+    return [(number, line) for number, line in enumerate(text.split("\n"), start=1) if line.strip()]
+
+
+def check_jsonl(text: str) -> int:
+    """The number of rows in a JSON-lines text; FileSkipped naming the first line that is not a JSON object."""
+    lines = jsonl_lines(text)
+    for number, line in lines:
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise FileSkipped(f"line {number} is not JSON ({str(exc)[:120]})") from exc
+        if not isinstance(value, dict):
+            raise FileSkipped(f"line {number} is not a JSON object")
+    return len(lines)
+
+
+def without_nul(value):
+    """The value with NUL characters replaced: PostgreSQL cannot store them in text or JSON, and they carry nothing."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    return value

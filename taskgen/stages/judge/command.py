@@ -1,0 +1,124 @@
+"""`taskgen judge RUN`: judge a run's episodes that have no verdict yet, show progress, print the summary JSON.
+
+The rules provider (offline) judges in this process; gemini queues Celery tasks on the `judge` queue and waits for
+the workers, unless --workers N asks for N threads here instead.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+from taskgen.models import Judgment, PipelineRun, Run
+from taskgen.providers import PROVIDER_NAMES
+from taskgen.stages.judge.images import POLICIES
+from taskgen.stages.judge.prompt import PromptFileError
+from taskgen.stages.judge.service import (
+    JudgeError,
+    episodes_to_judge,
+    judge_config_for,
+    judge_request_build,
+    judge_run_here,
+    judge_summary,
+    judgment_reference_record,
+)
+from taskgen.stages.judge.tasks import judge_start
+from taskgen.stages.lookup import run_find
+
+NAME = "judge"
+HELP = "Judge a run's episodes (only those without a verdict yet) and print the reference's summary JSON."
+POLL_SECONDS = 1.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", metavar="RUN", help="the run's name (as on the runs page) or its id")
+    parser.add_argument("--provider", choices=PROVIDER_NAMES, default=None,
+                        help="gemini or rules (default: settings.JUDGE_PROVIDER; rules when no GEMINI_API_KEY)")
+    parser.add_argument("--model", default=None, help="model name (default: settings.JUDGE_MODEL)")
+    parser.add_argument("--images", choices=sorted(POLICIES), default=None, help="image policy (default: default)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="judge here with N threads instead of queueing Celery tasks")
+    parser.add_argument("--batch", action="store_true",
+                        help="send the run as one Gemini Batch API job (half price; a worker polls it)")
+    parser.add_argument("--write-dir", type=Path, default=None,
+                        help="also write <task_id>.json per judged episode, in the reference judge format")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the request per episode as JSON lines and call nothing")
+
+
+def _dry_run(run: Run, config, stdout) -> int:
+    for episode in run.episodes.filter(pk__in=episodes_to_judge(run=run, config=config)).select_related("task"):
+        built = judge_request_build(episode=episode, config=config)
+        line = {"task_id": episode.task.task_id, "system": built.request.system, "prompt": built.request.prompt,
+                "images": built.image_paths}
+        stdout.write(json.dumps(line, ensure_ascii=False))
+    return 0
+
+
+def _wait(pipeline_run: PipelineRun, stderr) -> PipelineRun:
+    last = None
+    while True:
+        pipeline_run.refresh_from_db()
+        shown = (pipeline_run.done, pipeline_run.failed)
+        if shown != last:
+            stderr.write(f"judged {pipeline_run.done + pipeline_run.failed}/{pipeline_run.total} "
+                         f"({pipeline_run.failed} failed)")
+            last = shown
+        if pipeline_run.is_finished:
+            return pipeline_run
+        time.sleep(POLL_SECONDS)
+
+
+def _write_dir(run: Run, config, out: Path, stderr) -> int:
+    """The reference writes only episodes with a verdict; one without is judged again next time."""
+    out.mkdir(parents=True, exist_ok=True)
+    judged = Judgment.objects.filter(config=config, episode__run=run).exclude(verdict=Judgment.Verdict.NONE)
+    count = 0
+    for judgment in judged.select_related("episode__task", "config"):
+        record = judgment_reference_record(judgment)
+        name = f"{record['task_id']}.json"
+        if "/" in name or "\\" in name or name.startswith("."):  # a task id is data: it must not pick the folder
+            stderr.write(f"skipped task id {record['task_id']!r}: not usable as a file name")
+            continue
+        (out / name).write_text(json.dumps(record, indent=1, ensure_ascii=False))
+        count += 1
+    return count
+
+
+def run(options: dict, stdout, stderr) -> int:
+    found = run_find(options["run"])
+    if found is None:
+        stderr.write(f"no run named {options['run']!r}: import it first (taskgen import) or see the runs page")
+        return 2
+    try:
+        if options["batch"] and (options["workers"] or (options["provider"] or settings.JUDGE_PROVIDER) != "gemini"):
+            raise JudgeError("--batch sends the run to Gemini's Batch API: use it with --provider gemini, no --workers")
+        config = judge_config_for(options["provider"], options["model"], None, options["images"])
+        if options["dry_run"]:
+            return _dry_run(found, config, stdout)
+        provider = config.provider
+        if (options["workers"] or provider == "rules") and not options["batch"]:
+            stderr.write(f"judging {len(episodes_to_judge(run=found, config=config))} episodes of {found.name} "
+                         f"with {config.key} in this process")
+            pipeline_run = judge_run_here(run=found, config=config, workers=max(1, options["workers"]))
+        else:
+            pipeline_run = judge_start(run=found, config=config, batch=options["batch"])
+            stderr.write(f"queued {pipeline_run.total} episodes of {found.name} for {config.key} on the `judge` "
+                         f"queue (a worker: celery -A taskgen worker -Q judge); waiting")
+            pipeline_run = _wait(pipeline_run, stderr)
+    except (JudgeError, PromptFileError, ValueError) as exc:
+        stderr.write(f"judge: {exc}")
+        return 2
+    if options["write_dir"]:
+        stderr.write(f"wrote {_write_dir(found, config, options['write_dir'], stderr)} files to {options['write_dir']}")
+    summary = judge_summary(run=found, config=config, errors=pipeline_run.failed)
+    stdout.write(json.dumps(summary))
+    if pipeline_run.failed:
+        stderr.write(f"{pipeline_run.failed} episodes not judged; run again to retry them (judged ones are kept)")
+        return 1
+    return 0
+
+

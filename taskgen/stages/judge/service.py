@@ -1,0 +1,260 @@
+"""The judge stage: one episode's verdict under one judge config, and the start of a judge pass over a run.
+
+`judge_episode` is safe to run twice and from many workers at once: a verdict already stored is returned as it is,
+identical requests are answered from an earlier judgment (never paid twice), and the (episode, config) unique
+constraint decides when two workers race. An answer with no verdict is stored as "NONE" with its raw text and is
+judged again on the next pass, as the reference does.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+
+from taskgen.blobs import blob_path
+from taskgen.judging import parse_judge_response, unsupported_citations_count, verdict_is_inconsistent
+from taskgen.models import Episode, JudgeConfig, Judgment, PipelineRun, Run
+from taskgen.pipeline_runs import pipeline_run_create, pipeline_run_finish, pipeline_run_start, pipeline_run_step
+from taskgen.providers import ProviderError, ProviderImage, ProviderRequest, ProviderResult, provider_for
+from taskgen.providers.rules import VERSION as RULES_VERSION
+from taskgen.stages.judge import images as judge_images
+from taskgen.stages.judge.evidence import Evidence, evidence_for_episode
+from taskgen.stages.judge.prompt import judge_prompt
+from taskgen.stages.judge.rate_limit import rate_limit_acquire
+
+log = logging.getLogger(__name__)
+RULES_MODEL = RULES_VERSION  # a new version of the baseline is a new judge config: verdicts never mix
+NO_VERDICT_TRIES = 3  # the reference asks again, up to three times, when an answer has no verdict
+
+
+class JudgeError(ValueError):
+    """A judge pass that cannot start: unknown provider, model or prompt version, missing key."""
+
+
+@dataclass
+class JudgeRequest:
+    """What one judgment sends: the provider request, the evidence it came from, and its hash for the cache."""
+
+    request: ProviderRequest
+    evidence: Evidence
+    image_paths: list[str]
+    image_bytes: int
+    request_hash: str
+
+
+def judge_config_for(provider: str | None = None, model: str | None = None, prompt_version: str | None = None,
+                     image_policy: str | None = None) -> JudgeConfig:
+    """The JudgeConfig row for these choices (made if new); defaults come from settings and the prompt file."""
+    provider = provider or settings.JUDGE_PROVIDER
+    if provider not in ("gemini", "rules"):
+        raise JudgeError(f"unknown judge provider {provider!r}: use gemini or rules")
+    if provider == "gemini" and not settings.GEMINI_API_KEY:
+        raise JudgeError("the gemini provider needs GEMINI_API_KEY (or GEMINI_API_KEY_FILE); use --provider rules")
+    # The rules baseline has one model and sends no images, whatever a form or command line passed along.
+    model = RULES_MODEL if provider == "rules" else (model or settings.JUDGE_MODEL)
+    policy = "none" if provider == "rules" else (image_policy or settings.JUDGE_IMAGE_POLICY)
+    judge_images.image_policy(policy)  # fails loudly on an unknown policy name
+    in_use = judge_prompt().version
+    if prompt_version and prompt_version != in_use:
+        # A config names the prompt its verdicts came from; another label would make comparisons lie.
+        raise JudgeError(f"the judge prompt in use is version {in_use!r}, not {prompt_version!r}; "
+                         "point TASKGEN_JUDGE_PROMPT_FILE at the prompt file you mean")
+    config, _ = JudgeConfig.objects.get_or_create(
+        provider=provider, model=model, prompt_version=in_use, image_policy=policy)
+    return config
+
+
+def _request_hash(request: ProviderRequest, provider: str) -> str:
+    digest = hashlib.sha256()
+    head = {"provider": provider, "model": request.model, "system": request.system, "prompt": request.prompt,
+            "json_mode": request.json_mode}
+    digest.update(json.dumps(head, sort_keys=True, ensure_ascii=False).encode())
+    for image in request.images:
+        digest.update(image.mime_type.encode() + b"\0" + hashlib.sha256(image.data).digest())
+    return digest.hexdigest()
+
+
+def judge_request_build(*, episode: Episode, config: JudgeConfig) -> JudgeRequest:
+    """The exact request a judge config sends for an episode (also what --dry-run prints)."""
+    prompt = judge_prompt()
+    if prompt.version != config.prompt_version:
+        raise JudgeError(f"judge config wants prompt {config.prompt_version!r} but the prompt file "
+                         f"{prompt.path} is {prompt.version!r}")
+    evidence = evidence_for_episode(episode=episode)
+    policy = judge_images.image_policy(config.image_policy)
+    shots = evidence.screenshots if policy.max_side != 0 else []
+    images = [ProviderImage(*judge_images.prepared_image(blob=s.blob, policy=policy), label=s.name) for s in shots]
+    request = ProviderRequest(model=config.model, system=prompt.system, prompt=prompt.render(evidence),
+                              images=images, json_mode=True, evidence=evidence)
+    return JudgeRequest(request=request, evidence=evidence, image_paths=[str(blob_path(s.blob)) for s in shots],
+                        image_bytes=sum(len(i.data) for i in images),
+                        request_hash=_request_hash(request, config.provider))
+
+
+def retry_delay(*, attempt: int, hint: float | None = None) -> float:
+    """Exponential backoff with jitter (half fixed, half random), never sooner than the server's hint."""
+    ceiling = min(settings.JUDGE_RETRY_MAX_SECONDS, settings.JUDGE_RETRY_BASE_SECONDS * 2 ** (attempt - 1))
+    delay = ceiling / 2 + random.uniform(0, ceiling / 2)
+    return max(delay, hint or 0.0)
+
+
+def _call_with_retries(config: JudgeConfig, request: ProviderRequest) -> ProviderResult:
+    """Call the provider; transient errors are retried up to settings.JUDGE_MAX_ATTEMPTS, under the rate limit."""
+    provider = provider_for(config.provider)
+    for attempt in range(1, settings.JUDGE_MAX_ATTEMPTS + 1):
+        if config.provider != "rules":
+            rate_limit_acquire(model=config.model)
+        try:
+            return provider.complete(request)
+        except ProviderError as exc:
+            if not exc.transient or attempt == settings.JUDGE_MAX_ATTEMPTS:
+                raise
+            delay = retry_delay(attempt=attempt, hint=exc.retry_after)
+            log.info("judge call failed (%s); try %d in %.1fs", exc, attempt + 1, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _cost(model: str, input_tokens: int, output_tokens: int) -> Decimal:
+    price_in, price_out = settings.MODEL_PRICES.get(model, (0, 0))
+    usd = (Decimal(str(price_in)) * input_tokens + Decimal(str(price_out)) * output_tokens) / 1_000_000
+    return usd.quantize(Decimal("0.000001"))
+
+
+def _ask(config: JudgeConfig, built: JudgeRequest) -> dict:
+    """The judgment's fields from the model: asked again (up to NO_VERDICT_TRIES) while it gives no verdict."""
+    used_in = used_out = latency = 0
+    for _ in range(NO_VERDICT_TRIES):
+        try:
+            result = _call_with_retries(config, built.request)
+        except ProviderError as exc:
+            return {"verdict": Judgment.Verdict.NONE, "error": str(exc)[:2000], "input_tokens": used_in,
+                    "output_tokens": used_out, "latency_ms": latency,
+                    "cost_usd": _cost(config.model, used_in, used_out)}
+        used_in, used_out = used_in + result.input_tokens, used_out + result.output_tokens
+        latency += result.latency_ms
+        parsed = parse_judge_response(result.text)
+        if parsed.has_verdict:
+            break
+    return {"verdict": parsed.verdict, "parts": parsed.parts, "raw_response": result.text, "error": parsed.error,
+            "inconsistent": verdict_is_inconsistent(parsed.verdict, parsed.parts), "input_tokens": used_in,
+            "output_tokens": used_out, "latency_ms": latency, "cost_usd": _cost(config.model, used_in, used_out)}
+
+
+def _from_cache(request_hash: str) -> dict | None:
+    """An earlier judgment of the very same request, copied at no cost."""
+    earlier = (Judgment.objects.filter(request_hash=request_hash).exclude(verdict=Judgment.Verdict.NONE)
+               .order_by("pk").first())
+    if earlier is None:
+        return None
+    return {"verdict": earlier.verdict, "parts": earlier.parts, "raw_response": earlier.raw_response, "error": "",
+            "inconsistent": earlier.inconsistent, "input_tokens": 0, "output_tokens": 0, "latency_ms": 0,
+            "cost_usd": Decimal("0"), "source": "cache"}
+
+
+def judgment_store(*, episode_id: int, config_id: int, fields: dict) -> Judgment:
+    """Write a judgment unless a verdict is already stored (that one wins); the unique constraint is the last word."""
+    fields = {**fields, "unsupported_citations": unsupported_citations_count(episode_id=episode_id,
+                                                                              parts=fields.get("parts") or [])}
+    try:
+        with transaction.atomic():
+            return Judgment.objects.create(episode_id=episode_id, config_id=config_id, **fields)
+    except IntegrityError:
+        pass  # a row exists: an earlier "no verdict", or another worker's verdict stored meanwhile
+    with transaction.atomic():
+        current = Judgment.objects.select_for_update().get(episode_id=episode_id, config_id=config_id)
+        if current.has_verdict:
+            return current
+        for name, value in fields.items():
+            setattr(current, name, value)
+        current.save()
+        return current
+
+
+def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | None = None) -> Judgment:
+    """One episode's judgment under one config: the stored verdict if there is one, else judged now and stored."""
+    done = Judgment.objects.filter(episode_id=episode_id, config_id=config_id).exclude(
+        verdict=Judgment.Verdict.NONE).first()
+    if done is not None:
+        return done
+    config = JudgeConfig.objects.get(pk=config_id)
+    episode = Episode.objects.select_related("task").get(pk=episode_id)
+    built = judge_request_build(episode=episode, config=config)
+    fields = _from_cache(built.request_hash) or {**_ask(config, built), "source": "judge"}
+    fields.update(request_hash=built.request_hash, image_bytes=built.image_bytes)
+    return judgment_store(episode_id=episode_id, config_id=config_id, fields=fields)
+
+
+def episodes_to_judge(*, run: Run, config: JudgeConfig) -> list[int]:
+    """Ids of the run's recorded episodes with no verdict yet under `config` (no judgment, or one with verdict
+    NONE). Failed episodes (a harness error, no grade inputs) are skipped, as the reference skips them."""
+    judged = Judgment.objects.filter(config=config, episode__run=run).exclude(verdict=Judgment.Verdict.NONE)
+    pending = (run.episodes.filter(status=Episode.Status.RECORDED).exclude(pk__in=judged.values("episode_id"))
+               .order_by("task_order", "pk"))
+    return list(pending.values_list("pk", flat=True))
+
+
+def judge_prepare(*, run: Run, config: JudgeConfig, user=None) -> tuple[PipelineRun, list[int]]:
+    """A running PipelineRun over the run's episodes still without a verdict, and their ids (the caller queues
+    them); with none, the run is finished at once with its summary."""
+    ids = episodes_to_judge(run=run, config=config)
+    pipeline_run = pipeline_run_create(stage=PipelineRun.Stage.JUDGE, user=user, run=run, total=len(ids),
+                                       params={"judge": config.key, "config_id": config.pk, "batch": False})
+    pipeline_run_start(pipeline_run_id=pipeline_run.pk, total=len(ids))
+    if not ids:
+        pipeline_run_finish(pipeline_run_id=pipeline_run.pk, result=judge_summary(run=run, config=config))
+    return pipeline_run, ids
+
+
+def judge_run_here(*, run: Run, config: JudgeConfig, workers: int = 1, user=None,
+                   progress: Callable[[PipelineRun], None] | None = None) -> PipelineRun:
+    """Judge a run in this process with `workers` threads (the offline rules judge needs no Celery worker)."""
+    ids = episodes_to_judge(run=run, config=config)
+    pipeline_run = pipeline_run_create(stage=PipelineRun.Stage.JUDGE, user=user, run=run, total=len(ids),
+                                       params={"judge": config.key, "config_id": config.pk, "in_process": True})
+    pipeline_run_start(pipeline_run_id=pipeline_run.pk, total=len(ids))
+
+    def one(episode_id: int) -> None:
+        try:
+            judge_episode(episode_id=episode_id, config_id=config.pk, pipeline_run_id=pipeline_run.pk)
+            pipeline_run_step(pipeline_run_id=pipeline_run.pk, ok=True)
+        except Exception as exc:  # one episode's failure is reported, not the end of the pass
+            log.exception("judging episode %s failed", episode_id)
+            pipeline_run_step(pipeline_run_id=pipeline_run.pk, ok=False, error=f"episode {episode_id}: {exc}")
+        finally:
+            if workers > 1:
+                connection.close()  # each thread has its own connection; do not leave them open
+        if progress:
+            progress(PipelineRun.objects.get(pk=pipeline_run.pk))
+
+    if workers > 1:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, ids))
+    else:
+        for episode_id in ids:
+            one(episode_id)
+    pipeline_run_finish(pipeline_run_id=pipeline_run.pk, result=judge_summary(run=run, config=config))
+    return PipelineRun.objects.get(pk=pipeline_run.pk)
+
+
+def judge_summary(*, run: Run, config: JudgeConfig, errors: int = 0) -> dict:
+    """The reference's summary line: episodes, success, rate, no_verdict, errors, judge."""
+    verdicts = list(Judgment.objects.filter(config=config, episode__run=run).values_list("verdict", flat=True))
+    success = verdicts.count(Judgment.Verdict.SUCCESS)
+    return {"episodes": len(verdicts), "success": success, "rate": round(success / max(1, len(verdicts)), 4),
+            "no_verdict": verdicts.count(Judgment.Verdict.NONE), "errors": errors, "judge": config.model}
+
+
+def judgment_reference_record(judgment: Judgment) -> dict:
+    """A judgment as the reference writes `<run>_judge/<task_id>.json`."""
+    return {"task_id": judgment.episode.task.task_id, "predicted_label": judgment.predicted_label,
+            "verdict": judgment.has_verdict, "response": judgment.raw_response, "model": judgment.config.model}

@@ -1,0 +1,1 @@
+"""The validate stage: the judge measured against task verifiers or human labels."""
