@@ -1,117 +1,190 @@
-"""Export 27,644 steps (3,000 episodes on 52 sites, one row image per step) and print time and peak memory.
+"""The rows export side by side with the reference's `rows` on the same run: real-size step screenshots (the sandbox
+harness's 1280x800 PNGs), every one distinct, interleaved runs; prints both times, the ratio and each one's peak
+memory, and checks that both wrote the same _report.json byte for byte.
 
-Target: the folder export under 10 s and 200 MB (the reference's file-copying `rows` does about 6,700 rows/s).
-Runs on its own SQLite database and folders in a temporary directory:  .venv/bin/python bench/export.py
+    .venv/bin/python bench/export.py [--episodes 3000] [--budget 27644] [--repeats 3] [--workers 1,2]
+
+The corpus is made once and cached under var/bench/export/: episodes copied round robin from the harness's run dir
+(bench/real_screens.py runs the harness the first time), each step image given its own PNG text chunk, sites spread
+over ten copies of each sandbox site, a judge dir whose predicted_label approves 9 episodes in 10. The app imports it
+once into its own embedded database there (`taskgen import`); then each repeat runs `taskgen rows` (the app) and
+the reference's own `rows` (../shared/reference/taskgen.py with its shim) as separate processes, one after the
+other, each writing a new folder. Peak memory is each process's maximum resident set (the app's includes Django).
+Targets: the app no slower than the reference, under 120 MB.
 """
 from __future__ import annotations
 
-import io
+import argparse
+import json
 import os
-import random
 import shutil
+import statistics
+import subprocess
 import sys
-import tempfile
 import time
-import tracemalloc
 from pathlib import Path
 
-EPISODES, STEPS, SITES, DISTINCT_IMAGES = 3000, 27644, 52, 1500
-
-WORK = Path(tempfile.mkdtemp(prefix="bench-export-"))
-os.environ.update({"DJANGO_SETTINGS_MODULE": "taskgen.settings", "TASKGEN_VAR_DIR": str(WORK / "var"),
-                   "TASKGEN_MEDIA_ROOT": str(WORK / "media"), "TASKGEN_DATA_ROOT": str(WORK / "data")})
-os.environ.pop("DATABASE_URL", None)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import django  # noqa: E402
+from bench.real_screens import distinct_png, harness_run_dir  # noqa: E402
 
-django.setup()
-
-from django.core.management import call_command  # noqa: E402
-from PIL import Image  # noqa: E402
-
-from taskgen.blobs import blob_path  # noqa: E402
-from taskgen.models import Blob, Episode, JudgeConfig, Judgment, Run, Screenshot, Site, Task  # noqa: E402
-from taskgen.stages.export.output import export_stream_targz  # noqa: E402
-from taskgen.stages.export.service import export_create  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "var" / "bench" / "export"
+REFERENCE = Path(os.environ.get("TASKGEN_REFERENCE", ROOT.parent / "shared" / "reference" / "taskgen.py"))
+SHIM = REFERENCE.parent / "shim"  # stand-ins for the modules the reference imports from its own project
+SITE_COPIES = 10  # shop -> shop0..shop9: about 50 sites, as a real run has
+MEMORY_TARGET_MB = 120
 
 
-def make_blobs() -> list[Blob]:
-    rng = random.Random(7)
-    blobs = []
-    for i in range(DISTINCT_IMAGES):
-        # a page-like screenshot: flat colour with a band of noise, about 20 KB as PNG
-        image = Image.new("RGB", (640, 400), (rng.randrange(256), 240, 240))
-        image.paste(Image.frombytes("RGB", (640, 10), rng.randbytes(640 * 10 * 3)), (0, rng.randrange(390)))
-        buffer = io.BytesIO()
-        image.save(buffer, format="PNG")
-        data = buffer.getvalue()
-        blob = Blob(sha256=f"{i:064x}", size=len(data), width=640, height=400)
-        blob_path(blob).parent.mkdir(parents=True, exist_ok=True)
-        blob_path(blob).write_bytes(data)
-        blobs.append(blob)
-    return Blob.objects.bulk_create(blobs)
+def _sources(harness: Path) -> list[tuple[Path, dict]]:
+    tasks = {t["task_id"]: t for t in map(json.loads, (harness / "tasks.jsonl").read_text().splitlines())}
+    return [(p, tasks[p.name]) for p in sorted(harness.iterdir())
+            if p.is_dir() and (p / "rows" / "rows.jsonl").exists() and p.name in tasks]
 
 
-def make_run(blobs: list[Blob]) -> tuple[Run, JudgeConfig]:
-    run = Run.objects.create(name="bench", source_dir=str(WORK / "run"))
-    config = JudgeConfig.objects.create(provider="rules", model="rules-v1", prompt_version="v1")
-    sites = Site.objects.bulk_create([Site(slug=f"site-{s:02d}") for s in range(SITES)])
-    tasks = Task.objects.bulk_create([Task(task_id=f"tg-{sites[i % SITES].slug}-{i}", site=sites[i % SITES],
-                                           instruction=f"task {i}") for i in range(EPISODES)])
-    extra = STEPS - EPISODES * (STEPS // EPISODES)
-    counts = [STEPS // EPISODES + (i < extra) for i in range(EPISODES)]
-    row = '{"step": %d, "obs": "' + "x" * 600 + '", "action": "click(3)"}\n'
-    episodes = Episode.objects.bulk_create([
-        Episode(run=run, task=t, site=t.site, task_order=i, rows_jsonl="".join(row % s for s in range(counts[i])),
-                episode_json='{"ok": true}', has_rows=True, row_count=counts[i], steps=counts[i])
-        for i, t in enumerate(tasks)], batch_size=500)
-    Screenshot.objects.bulk_create([
-        Screenshot(episode=e, kind="row", step=s, name=f"step_{s}.png", blob=blobs[(i * 11 + s) % len(blobs)])
-        for i, e in enumerate(episodes) for s in range(counts[i])], batch_size=2000)
-    Judgment.objects.bulk_create([Judgment(episode=e, config=config, verdict="SUCCESS") for e in episodes],
-                                 batch_size=1000)
-    return run, config
+def _copy_episode(src: Path, dst: Path, task_id: str) -> None:
+    (dst / "rows").mkdir(parents=True)
+    shutil.copyfile(src / "grade_inputs.json", dst / "grade_inputs.json")
+    for path in sorted((src / "rows").iterdir()):
+        data = path.read_bytes()
+        data = distinct_png(data, f"{task_id}/{path.name}") if path.suffix == ".png" else data
+        (dst / "rows" / path.name).write_bytes(data)
 
 
-def timed(label: str, work) -> None:
-    start = time.perf_counter()
-    result = work()
-    seconds = time.perf_counter() - start
-    tracemalloc.start()
-    work_again = work  # a second pass measures memory (tracemalloc slows the first down too much to time)
-    work_again()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    print(f"{label}: {seconds:.2f} s, {STEPS / seconds:,.0f} rows/s, peak traced memory {peak / 1e6:.1f} MB"
-          + (f", {result}" if result else ""))
+def corpus(episodes: int) -> Path:
+    """The run dir (made once per size): tasks.jsonl, results.jsonl, one folder per episode, and its judge dir."""
+    run_dir = WORK / f"corpus-{episodes}"
+    if (run_dir / "tasks.jsonl").exists():
+        return run_dir
+    shutil.rmtree(run_dir, ignore_errors=True)
+    shutil.rmtree(Path(f"{run_dir}_judge"), ignore_errors=True)
+    sources, judge_dir = _sources(harness_run_dir()), Path(f"{run_dir}_judge")
+    judge_dir.mkdir(parents=True)
+    tasks, results = [], []
+    print(f"making the corpus: {episodes:,} episodes, every step image distinct (cached in {run_dir})", flush=True)
+    for n in range(episodes):
+        src, task = sources[n % len(sources)]
+        site = f"{task['site']}{n // len(sources) % SITE_COPIES}"
+        task_id = f"tg-{site}-{n:05d}"
+        _copy_episode(src, run_dir / task_id, task_id)
+        tasks.append(json.dumps({**task, "task_id": task_id, "site": site, "sites": [site]}))
+        results.append(json.dumps({"task_id": task_id, "ok": n % 3 != 0}))
+        label = int(n % 10 != 0)
+        (judge_dir / f"{task_id}.json").write_text(json.dumps({
+            "task_id": task_id, "predicted_label": label, "verdict": "SUCCESS" if label else "NOT SUCCESS",
+            "response": json.dumps({"parts": [], "verdict": "SUCCESS" if label else "NOT SUCCESS"}),
+            "model": "bench"}))
+    (run_dir / "results.jsonl").write_text("\n".join(results) + "\n")
+    (run_dir / "tasks.jsonl").write_text("\n".join(tasks) + "\n")  # last: its presence says the corpus is whole
+    return run_dir
 
 
-def main() -> None:
-    call_command("migrate", verbosity=0)
-    blobs = make_blobs()
-    run, config = make_run(blobs)
-    image_mb = sum(b.size for b in blobs) / len(blobs) * STEPS / 1e6
-    print(f"{EPISODES} episodes, {STEPS} steps, {STEPS} row images (~{image_mb:,.0f} MB), {SITES} sites")
-    n = iter(range(100))
+def _app_env(workers: int | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+    env.update(TASKGEN_VAR_DIR=str(WORK / "app"), TASKGEN_DATA_ROOT=str(WORK),
+               DJANGO_SETTINGS_MODULE="taskgen.settings")
+    if workers:
+        env["TASKGEN_EXPORT_WORKERS"] = str(workers)
+    return env
 
-    def to_folder() -> str:
-        export = export_create(run=run, source="judge", judge_config=config, out_dir=f"rows-{next(n)}")
-        return f"{export.report['selected_rows']} rows in {export.report['selected_trajectories']} episodes"
 
-    timed("export to a folder", to_folder)
-    export = export_create(run=run, source="judge", judge_config=config)
+def app_import(run_dir: Path) -> None:
+    """The corpus in the app's own embedded database (once per corpus)."""
+    done = WORK / "app" / f"imported-{run_dir.name}"
+    if done.exists():
+        return
+    shutil.rmtree(WORK / "app", ignore_errors=True)
+    (WORK / "app").mkdir(parents=True)
+    started = time.perf_counter()
+    for args in (["migrate", "-v0"], ["taskgen", "import", str(run_dir), "--tasks", str(run_dir / "tasks.jsonl")]):
+        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=_app_env(), check=True,
+                       stdout=subprocess.DEVNULL)
+    done.write_text("")
+    print(f"imported into the app in {time.perf_counter() - started:.0f} s", flush=True)
 
-    def to_targz() -> str:
-        size = sum(len(chunk) for chunk in export_stream_targz(export=export))
-        return f"{size / 1e6:,.0f} MB of .tar.gz"
 
-    timed("stream .tar.gz", to_targz)
-    print(f"process peak RSS {__import__('resource').getrusage(0).ru_maxrss / 1e3:.0f} MB (setup included)")
+def _timed(command: list[str], env: dict) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system: a busy machine inflates them far less than wall time) and peak
+    resident memory (MB) of one process run to its end."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{command[:4]} failed")
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def run_reference(run_dir: Path, out: Path, budget: int) -> tuple[float, float, float]:
+    env = {**os.environ, "PYTHONPATH": str(SHIM), "SEED_ROOT": str(WORK)}
+    return _timed([sys.executable, str(REFERENCE), "rows", str(run_dir), "--out", str(out),
+                   "--tasks", str(run_dir / "tasks.jsonl"), "--budget", str(budget)], env)
+
+
+def run_app(run_dir: Path, out: Path, budget: int, workers: int | None) -> tuple[float, float, float]:
+    return _timed([sys.executable, "manage.py", "taskgen", "rows", str(run_dir), "--out", str(out),
+                   "--budget", str(budget)], _app_env(workers))
+
+
+def _row(label: str, runs: list[tuple[float, float, float]], rows: int, reference: list | None = None) -> str:
+    seconds, cpu = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+    memory = max(r[2] for r in runs)
+    ratio = ""
+    if reference:
+        ratio = (f"   {seconds / statistics.median(r[0] for r in reference):.2f}x the reference's time, "
+                 f"{cpu / statistics.median(r[1] for r in reference):.2f}x its CPU")
+    return (f"  {label:<30} median {seconds:6.2f} s ({rows / seconds:,.0f} rows/s), cpu {cpu:5.1f} s, peak "
+            f"{memory:4.0f} MB  [{', '.join(f'{r[0]:.1f}' for r in runs)} s]{ratio}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=int, default=6000)  # the harness's episodes are short: 27,644 rows
+    parser.add_argument("--budget", type=int, default=27644)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workers", default="", help="thread counts to try besides the default, e.g. 1,2,4")
+    args = parser.parse_args()
+    if not REFERENCE.exists() or not (SHIM / "helpers").is_dir():
+        print(f"export: skipped - the reference and its shim are not at {REFERENCE} (set TASKGEN_REFERENCE)")
+        return 0
+    run_dir = corpus(args.episodes)
+    app_import(run_dir)
+    variants = [None, *(int(w) for w in args.workers.split(",") if w)]
+    times: dict[str, list] = {"reference": [], **{f"app {w or 'default'}": [] for w in variants}}
+    reports: dict[str, bytes] = {}
+    for repeat in range(args.repeats):  # interleaved: each repeat runs every side once, in turn
+        for name in times:
+            out = WORK / "out" / f"{name.replace(' ', '-')}-{repeat}"
+            shutil.rmtree(out, ignore_errors=True)
+            if name == "reference":
+                times[name].append(run_reference(run_dir, out, args.budget))
+            else:
+                times[name].append(run_app(run_dir, out, args.budget, variants[list(times).index(name) - 1]))
+            reports[name] = (out / "_report.json").read_bytes()
+            shutil.rmtree(out, ignore_errors=True)
+            print(f"  repeat {repeat + 1}: {name:<14} {times[name][-1][0]:6.2f} s  (load {os.getloadavg()[0]:.1f})",
+                  flush=True)
+    report = json.loads(reports["reference"])
+    rows, default_workers = report["selected_rows"], _default_workers()
+    print(f"rows export, {report['selected_trajectories']:,} episodes and {rows:,} rows of {args.episodes:,} "
+          f"({report['sites']} sites), every step image distinct; {os.cpu_count()} cores, load average "
+          f"{os.getloadavg()[0]:.1f} (wall clock: a busy machine inflates it)")
+    for name, runs in times.items():
+        label = f"app, {default_workers} threads (default)" if name == "app default" else (
+            f"app, {name.split()[1]} threads" if name != "reference" else "reference `rows` (copytree)")
+        print(_row(label, runs, rows, None if name == "reference" else times["reference"]))
+    same = all(body == reports["reference"] for body in reports.values())
+    print(f"  _report.json byte-identical with the reference's: {'yes' if same else 'NO'}; targets: app no slower "
+          f"than the reference, peak under {MEMORY_TARGET_MB} MB")
+    return 0 if same else 1
+
+
+def _default_workers() -> int:
+    probe = subprocess.run([sys.executable, "-c", "from django.conf import settings; import django; django.setup(); "
+                            "print(settings.EXPORT_WORKERS)"], cwd=ROOT, env=_app_env(), capture_output=True,
+                           text=True, check=True)
+    return int(probe.stdout.strip())
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    finally:
-        shutil.rmtree(WORK, ignore_errors=True)
+    sys.exit(main())

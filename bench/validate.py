@@ -6,11 +6,10 @@ Works in a throwaway test database (`test_NAME`, made and dropped here), filled 
 verifier result per episode, two judge configs, final labels on a 2% sample and three reviewers' labels on 1%.
 Prints the median of several requests per page variant, and the query count; asserts nothing.
 
-Measured on 2026-12-02 on the shared 2-core machine (load average 8 to 14 from other work), one config against the
-verifiers: 10,000 episodes 176 ms wall / 136 ms CPU; 100,000 episodes 1,345 ms wall / 434 ms CPU (14 queries both).
-About 280 ms of that CPU is the one grouped query joining episodes, verifier results and judgments (plan and
-aggregate shape barely matter: the joins over 100,000 rows do). Meeting 300 ms here would take a summary table per
-(run, config, site, kind) kept current by the judge, import and label writes.
+How the page reads 100,000 episodes: one grouped scan counts them per (site, kind, verdict, truth, final label[, the
+other config's verdict]), a few hundred rows summed in Python into every figure; side by side, the same one scan gives
+both configs' reports, their agreement and the first config's own report. The judge-vs-reviewer table groups labels
+by (reviewer, label, verdict) instead of looking the verdict up four times per label. Figures printed with the load.
 """
 from __future__ import annotations
 
@@ -35,6 +34,7 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
+from bench.cpu import backend_pid, cpu_seconds  # noqa: E402
 from review.models import FinalLabel, Label  # noqa: E402
 from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, Task, VerifierResult  # noqa: E402
 
@@ -67,33 +67,18 @@ def _fill(run: Run, configs: list[JudgeConfig], reviewers: list, start: int, cou
                   for e in sample[: len(sample) // 2] for r in reviewers])
 
 
-def _cpu_seconds() -> float:
-    """CPU used by this process and its PostgreSQL backend: what the requests cost on an otherwise idle machine."""
-    used = time.process_time()
-    stat = Path(f"/proc/{_backend_pid()}/stat") if connection.vendor == "postgresql" else None
-    if stat is not None and stat.exists():
-        fields = stat.read_text().rsplit(")", 1)[1].split()
-        used += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-    return used
-
-
-def _backend_pid() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        return cursor.fetchone()[0]
-
-
 def _time_page(client: Client, query: dict, repeats: int) -> tuple[float, float, int]:
     """Median wall time, mean CPU time (ms) and the query count of the page."""
     with CaptureQueriesContext(connection) as captured:  # also warms caches and the connection
         assert client.get("/validate/", query).status_code == 200  # noqa: S101 - a broken page is not a figure
     queries = len(captured)  # counted now: the next request clears the connection's query log
-    times, cpu_start = [], _cpu_seconds()
+    pid = backend_pid(connection)
+    times, cpu_start = [], cpu_seconds(pid)
     for _ in range(repeats):
         started = time.perf_counter()
         client.get("/validate/", query)
         times.append((time.perf_counter() - started) * 1000)
-    cpu = (_cpu_seconds() - cpu_start) / repeats * 1000
+    cpu = (cpu_seconds(pid) - cpu_start) / repeats * 1000
     return statistics.median(times), cpu, queries
 
 

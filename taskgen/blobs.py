@@ -43,7 +43,12 @@ class CheckedImage:
 
 
 def blob_path(blob: Blob) -> Path:
-    return Path(settings.MEDIA_ROOT) / blob.relative_path
+    return blob_path_of(blob.sha256)
+
+
+def blob_path_of(sha256: str) -> Path:
+    """The stored file of the blob with this content hash."""
+    return Path(settings.MEDIA_ROOT) / Blob.relative_path_of(sha256)
 
 
 def thumbnail_path(blob: Blob) -> Path:

@@ -159,7 +159,12 @@ class Blob(models.Model):
 
     @property
     def relative_path(self) -> str:
-        return f"blobs/{self.sha256[:2]}/{self.sha256[2:4]}/{self.sha256}"
+        return self.relative_path_of(self.sha256)
+
+    @staticmethod
+    def relative_path_of(sha256: str) -> str:
+        """Where the blob of this content hash lives under MEDIA_ROOT (readers holding only a hash use it too)."""
+        return f"blobs/{sha256[:2]}/{sha256[2:4]}/{sha256}"
 
     @property
     def thumbnail_relative_path(self) -> str:

@@ -86,8 +86,10 @@ def test_budget_hit_mid_site_lets_the_last_episode_pass_it(hand_run):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("budget", [1, 8, 12, 13, 1000])
-def test_folder_and_report_match_the_reference_byte_for_byte(hand_run, monkeypatch, tmp_path, settings, budget):
+@pytest.mark.parametrize(("budget", "workers"), [(1, 1), (8, 1), (12, 3), (13, 2), (1000, 1), (1000, 3)])
+def test_folder_and_report_match_the_reference_byte_for_byte(hand_run, monkeypatch, tmp_path, settings, budget,
+                                                             workers):
+    settings.EXPORT_WORKERS = workers  # one writer writes on the calling thread; more use a thread pool
     run, run_dir, tasks_file = hand_run
     ref_out = tmp_path / "reference-out"
     reference_rows(monkeypatch, tmp_path, run_dir, tasks_file, ref_out, budget)

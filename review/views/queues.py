@@ -83,9 +83,11 @@ def queue_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 @require_role(Role.VIEWER)
 def queue_progress_cell(request: HttpRequest, pk: int) -> HttpResponse:
-    """One queue's progress line for the queue list (an htmx partial)."""
+    """One queue's progress for the queue list (a line) or the queue's page (`?detail=1`: counts and per reviewer),
+    an htmx partial loaded after the page: counting a large queue takes a scan the page should not wait for."""
     queue = get_object_or_404(Queue, pk=pk)
-    return render(request, "review/_queue_progress.html", {"queue": queue, "progress": queues.queue_progress(queue)})
+    template = "review/_queue_detail_progress.html" if request.GET.get("detail") else "review/_queue_progress.html"
+    return render(request, template, {"queue": queue, "progress": queues.queue_progress(queue)})
 
 
 @require_POST
@@ -111,7 +113,7 @@ def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
     reasons = risk_reasons([e.pk for e in upcoming], queue.judge_config_id)
     for episode in upcoming:
         episode.held_by, episode.reasons = held.get(episode.pk), reasons.get(episode.pk, [])
-    context = {"queue": queue, "progress": queues.queue_progress(queue), "upcoming": upcoming,
+    context = {"queue": queue, "upcoming": upcoming,
                "filter_words": describe(queues.queue_filter(queue)),
                "risk_ordered": queue.kind == Queue.Kind.FALSE_POSITIVE}
     return render(request, "review/queue_detail.html", context)

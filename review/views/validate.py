@@ -83,17 +83,21 @@ def _sample(runs: list[Run], config: JudgeConfig, report) -> dict:
 
 def _results(data: dict) -> dict:
     runs, config, against, reviewer = data["runs"], data["config"], data["against"], data["reviewer"]
-    report = validate_compute(runs=runs, config=config, against=against, reviewer=reviewer)
+    comparison = None
+    if data["compare"]:  # one grouped scan gives both the config's report and the side by side (figures only)
+        comparison = validate_compare(runs=runs, config_a=config, config_b=data["compare"], against=against,
+                                      reviewer=reviewer, list_limit=0)
+        report = comparison["alone"]
+    else:
+        report = validate_compute(runs=runs, config=config, against=against, reviewer=reviewer)
     results = {"report": report, "heat": confusion_heatmap(report.figures),
                "site_chart": site_intervals_chart(report.per_site),
                "sample": _sample(runs, config, report),
                "judge_vs_reviewers": judge_reviewer_agreement(runs=runs, config=config),
                "fp_queue_url": review_queue_url_for([row["episode_id"] for row in report.false_positives]),
                "fn_queue_url": review_queue_url_for([row["episode_id"] for row in report.false_negatives])}
-    if data["compare"]:
-        # the side-by-side section shows figures only: no episode lists to fetch
-        results["comparison"] = validate_compare(runs=runs, config_a=config, config_b=data["compare"],
-                                                 against=against, reviewer=reviewer, list_limit=0)
+    if comparison:
+        results["comparison"] = comparison
     return results
 
 

@@ -123,3 +123,14 @@ def test_queue_list_fills_in_each_queue_s_progress(page, live_server):
     row = page.locator("tr", has_text="False-positive audit")
     row.locator(".queue-progress").wait_for()
     assert "0 of 1 done (0%), 1 left" in row.inner_text()
+
+
+def test_queue_page_fills_in_its_progress_after_it_shows(page, live_server):
+    JudgmentFactory(verdict="SUCCESS")
+    UserFactory(username="vera", role="viewer")
+    _log_in(page, live_server, "vera")
+    page.goto(f"{live_server.url}/queues/")
+    page.get_by_role("link", name="False-positive audit").first.click()
+    page.locator("#queue-progress progress").wait_for()
+    assert "0 of 1 done (0%), 1 left" in page.locator("#queue-progress").inner_text()
+    assert "Nobody has labelled in this queue yet." in page.locator("#queue-progress").inner_text()

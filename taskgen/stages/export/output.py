@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
-from django.db.models import Prefetch
 
-from taskgen.blobs import blob_path
-from taskgen.models import Blob, Episode, Export, Screenshot
+from taskgen.blobs import blob_path, blob_path_of
+from taskgen.models import Blob, Episode, Export
 from taskgen.names import is_plain_name
 from taskgen.stages.export.select import ExportError, manifest_bytes, report_bytes
 
@@ -35,50 +34,58 @@ def safe_name(name: str) -> str:
     return name
 
 
-def export_episodes(ids: list[int]) -> Iterator[Episode]:
-    """The episodes in the given order, a batch at a time, each with `row_images` (its training-row screenshots)."""
-    images = Prefetch("screenshots", to_attr="row_images",
-                      queryset=Screenshot.objects.filter(kind=Screenshot.Kind.ROW).select_related("blob")
-                      .order_by("step", "name"))
-    for start in range(0, len(ids), BATCH):
-        chunk = ids[start:start + BATCH]
-        found = (Episode.objects.filter(pk__in=chunk).select_related("task")
-                 .only("id", "rows_jsonl", "episode_json", "task__task_id").prefetch_related(images).in_bulk())
-        for pk in chunk:
-            if pk not in found:
-                raise ExportError(f"episode {pk} was deleted after the export was selected")
-            yield found[pk]
+@dataclass(frozen=True)
+class EpisodeFiles:
+    """One exported episode: its folder name and its files as (file name, bytes or blob path)."""
+
+    task_id: str
+    files: list[tuple[str, bytes | Path]]
 
 
-def episode_files(episode: Episode) -> list[tuple[str, bytes | Path]]:
-    """(file name, bytes or blob path) of one episode's rows folder."""
-    files: list[tuple[str, bytes | Path]] = [("rows.jsonl", episode.rows_jsonl.encode("utf-8"))]
-    files += [(safe_name(shot.name), blob_path(shot.blob)) for shot in episode.row_images]
-    if episode.episode_json:  # an episode imported without episode.json gets none, as the reference copies
-        files.append(("episode.json", episode.episode_json.encode("utf-8")))
+def export_episodes(entries: list[dict]) -> Iterator[EpisodeFiles]:
+    """The manifest's episodes in its order, a batch at a time: rows.jsonl and episode.json are the episodes' stored
+    text, the row images the blobs the manifest names (no model instance per screenshot)."""
+    for start in range(0, len(entries), BATCH):
+        chunk = entries[start:start + BATCH]
+        texts = {row["id"]: row for row in Episode.objects.filter(pk__in=[e["episode_id"] for e in chunk])
+                 .values("id", "rows_jsonl", "episode_json")}
+        for entry in chunk:
+            row = texts.get(entry["episode_id"])
+            if row is None:
+                raise ExportError(f"episode {entry['episode_id']} was deleted after the export was selected")
+            yield EpisodeFiles(entry["task_id"], episode_files(row, entry["images"]))
+
+
+def episode_files(row: dict, images: list[list[str]]) -> list[tuple[str, bytes | Path]]:
+    """(file name, bytes or blob path) of one episode's rows folder, from its stored text and its [name, sha256]
+    row images."""
+    files: list[tuple[str, bytes | Path]] = [("rows.jsonl", row["rows_jsonl"].encode("utf-8"))]
+    files += [(safe_name(name), blob_path_of(sha256)) for name, sha256 in images]
+    if row["episode_json"]:  # an episode imported without episode.json gets none, as the reference copies
+        files.append(("episode.json", row["episode_json"].encode("utf-8")))
     return files
 
 
 def _copy(source: Path, target: Path) -> None:
-    if source.is_file():
+    try:
         shutil.copyfile(source, target)  # the kernel copies (sendfile): fast and light on the CPU
-        return
-    # shutil.copyfile refuses anything but regular files (a blob store on a pipe or device): copy by hand.
-    with source.open("rb") as src, target.open("wb") as dst:
-        shutil.copyfileobj(src, dst, COPY_BUFFER)
+    except shutil.SpecialFileError:
+        # shutil.copyfile refuses anything but regular files (a blob store on a pipe or device): copy by hand.
+        with source.open("rb") as src, target.open("wb") as dst:
+            shutil.copyfileobj(src, dst, COPY_BUFFER)
 
 
-def episode_write_dir(*, episode: Episode, out: Path) -> bool:
+def episode_write_dir(*, episode: EpisodeFiles, out: Path) -> bool:
     """Write one episode's folder (all files, then one rename, so a folder that exists is complete); False when it
     was already there (a resumed export writes only what is missing)."""
-    name = safe_name(episode.task.task_id)
+    name = safe_name(episode.task_id)
     target = out / name
     if target.is_dir():
         return False
     partial = out / f".partial-{name}"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
-    for file_name, content in episode_files(episode):
+    for file_name, content in episode.files:
         if isinstance(content, bytes):
             (partial / file_name).write_bytes(content)
         else:
@@ -110,13 +117,14 @@ def export_write_dir(*, manifest: dict, out: Path, on_episode: Callable[[bool, s
     out.mkdir(parents=True, exist_ok=True)
     outcome = WriteOutcome()
     workers = workers or settings.EXPORT_WORKERS
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="export") as pool:
+    pool = _InlinePool() if workers == 1 else ThreadPoolExecutor(max_workers=workers, thread_name_prefix="export")
+    with pool:
         pending: dict[Future, str] = {}
-        for episode in export_episodes([e["episode_id"] for e in manifest["episodes"]]):
+        for episode in export_episodes(manifest["episodes"]):
             if should_stop is not None and should_stop():
                 outcome.stopped = True
                 break
-            pending[pool.submit(episode_write_dir, episode=episode, out=out)] = episode.task.task_id
+            pending[pool.submit(episode_write_dir, episode=episode, out=out)] = episode.task_id
             if len(pending) >= workers:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 _collect(finished, pending, outcome, on_episode)
@@ -125,6 +133,24 @@ def export_write_dir(*, manifest: dict, out: Path, on_episode: Callable[[bool, s
         (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
         (out / "_manifest.json").write_bytes(manifest_bytes(manifest))
     return outcome
+
+
+class _InlinePool:
+    """One writer: each episode is written on the calling thread, with no hand-off between threads per episode."""
+
+    def submit(self, fn: Callable[..., bool], /, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(**kwargs))
+        except Exception as exc:  # noqa: BLE001 - reported per episode by _collect, as a thread pool's future would
+            future.set_exception(exc)
+        return future
+
+    def __enter__(self) -> _InlinePool:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        return None
 
 
 def _collect(finished, pending: dict[Future, str], outcome: WriteOutcome,
@@ -185,9 +211,9 @@ def export_stream_targz(*, export: Export) -> Iterator[bytes]:
         _add(tar, f"{top}/_report.json", report_bytes(export.report), mtime)
         _add(tar, f"{top}/_manifest.json", manifest_bytes(export.manifest), mtime)
         yield sink.drain()
-        for episode in export_episodes([e["episode_id"] for e in export.manifest["episodes"]]):
-            folder = f"{top}/{safe_name(episode.task.task_id)}"
-            for file_name, content in episode_files(episode):
+        for episode in export_episodes(export.manifest["episodes"]):
+            folder = f"{top}/{safe_name(episode.task_id)}"
+            for file_name, content in episode.files:
                 _add(tar, f"{folder}/{file_name}", content, mtime)
                 chunk = sink.drain()
                 if chunk:

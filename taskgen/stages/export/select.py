@@ -6,7 +6,7 @@ rows so far reach the budget (so the last episode taken may pass it). What count
 judge successes (the reference), final human labels, or human labels over judge verdicts. An episode without rows,
 or with an adjudicated NOT SUCCESS, is never exported.
 
-Writing the folder and the .tar.gz lives in `rows_output`; this module only reads the database.
+Writing the folder and the .tar.gz lives in `output`; this module only reads the database.
 """
 from __future__ import annotations
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import combinations
 
-from django.db.models import Count, F, FilteredRelation, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import Count, F, FilteredRelation, Q, QuerySet, Sum
 from django.urls import reverse
 
 from review.models import Label, LabelVerdict
-from taskgen.models import Episode, JudgeConfig, Judgment, Run
+from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site
 from taskgen.stats import (
     REFERENCE_KEYS,
     Confusion,
@@ -35,6 +35,10 @@ AGAINST_CHOICES = {
 }
 LIST_LIMIT = 100  # false positives/negatives shown on the page; the downloads hold them all
 SUCCESS, NOT_SUCCESS, NO_VERDICT = (Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS, Judgment.Verdict.NONE)
+_VERDICTS = (SUCCESS, NOT_SUCCESS)
+_DECIDED = [LabelVerdict.SUCCESS, LabelVerdict.NOT_SUCCESS]
+_LABELLED = Q(final_label__verdict__in=_DECIDED)
+_LABELLED_TRUE = Q(final_label__verdict=LabelVerdict.SUCCESS)
 
 
 class ValidateError(ValueError):
@@ -79,67 +83,109 @@ class ValidateReport:
         return data
 
 
-def _truth(against: str, reviewer) -> tuple[dict, Q, Q]:
-    """Annotations and the (truly successful, truly not) conditions for a truth source; UNSURE counts as neither."""
+def _truth(against: str, reviewer) -> tuple[dict, str]:
+    """Annotations and the field that holds an episode's truth for a truth source (a verifier's ok, or a label's
+    verdict); `_truth_of` reads its value."""
     if against == "verifier":
-        return {}, Q(verifier_result__ok=True), Q(verifier_result__ok=False)
+        return {}, "verifier_result__ok"
     if against == "human":
-        return {}, Q(final_label__verdict=LabelVerdict.SUCCESS), Q(final_label__verdict=LabelVerdict.NOT_SUCCESS)
+        return {}, "final_label__verdict"
     if against == "reviewer":
         if reviewer is None:
             raise ValidateError("choose the reviewer whose labels are the ground truth")
-        relation = FilteredRelation("labels", condition=Q(labels__reviewer=reviewer))
-        return {"truth_label": relation}, Q(truth_label__verdict=LabelVerdict.SUCCESS), Q(
-            truth_label__verdict=LabelVerdict.NOT_SUCCESS)
+        return {"truth_label": FilteredRelation("labels", condition=Q(labels__reviewer=reviewer))}, \
+            "truth_label__verdict"
     raise ValidateError(f"unknown ground truth {against!r}: use one of {', '.join(AGAINST_CHOICES)}")
+
+
+def _truth_of(value) -> bool | None:
+    """True when the episode truly succeeded, False when it truly did not, None without a truth (UNSURE too)."""
+    if value is True or value == LabelVerdict.SUCCESS:
+        return True
+    if value is False or value == LabelVerdict.NOT_SUCCESS:
+        return False
+    return None
+
+
+def _truth_conditions(against: str, reviewer) -> tuple[dict, Q, Q]:
+    """Annotations and the (truly successful, truly not) conditions, for the episode lists."""
+    annotations, truth = _truth(against, reviewer)
+    if against == "verifier":
+        return annotations, Q(**{truth: True}), Q(**{truth: False})
+    return annotations, Q(**{truth: LabelVerdict.SUCCESS}), Q(**{truth: LabelVerdict.NOT_SUCCESS})
 
 
 def _run_ids(runs: Iterable[Run] | QuerySet) -> list[int]:
     return [run.pk for run in runs]
 
 
-def _episodes(run_ids: list[int], config: JudgeConfig, against: str, reviewer, also_judged_by) -> tuple:
-    """Episodes of the runs with the config's judgment joined as `cj` and the truth source joined; the conditions."""
-    annotations, truly, falsely = _truth(against, reviewer)
-    base = Episode.objects.filter(run_id__in=run_ids).annotate(
-        cj=FilteredRelation("judgments", condition=Q(judgments__config=config)), **annotations)
-    if also_judged_by is not None:  # side by side: both configs on the same episodes
-        base = base.annotate(oj=FilteredRelation("judgments", condition=Q(judgments__config=also_judged_by)))
-        base = base.filter(oj__verdict__in=[SUCCESS, NOT_SUCCESS])
-    return base, truly, falsely
+def _judged_by(episodes: QuerySet, name: str, config: JudgeConfig) -> QuerySet:
+    return episodes.annotate(**{name: FilteredRelation("judgments", condition=Q(judgments__config=config))})
 
 
-_LABELLED = Q(final_label__verdict__in=[LabelVerdict.SUCCESS, LabelVerdict.NOT_SUCCESS])
-_LABELLED_TRUE = Q(final_label__verdict=LabelVerdict.SUCCESS)
-
-
-def _cell_counts(truly: Q, falsely: Q) -> dict:
-    says_yes, says_no = Q(cj__verdict=SUCCESS), Q(cj__verdict=NOT_SUCCESS)
-    has_truth = truly | falsely
-    return {
-        "tp": Count("id", filter=truly & says_yes), "fp": Count("id", filter=falsely & says_yes),
-        "fn": Count("id", filter=truly & says_no), "tn": Count("id", filter=falsely & says_no),
-        "with_truth": Count("id", filter=has_truth),
-        "no_verdict": Count("id", filter=has_truth & Q(cj__verdict=NO_VERDICT)),
-        "judged": Count("id", filter=says_yes | says_no), "total": Count("id"),
-        "judgments": Count("cj__id"), "cost": Sum("cj__cost_usd"),
-        # the labelled sample per judge verdict (final labels), so the sample estimate costs no second scan
-        "n_s": Count("id", filter=says_yes), "l_s": Count("id", filter=says_yes & _LABELLED),
-        "t_s": Count("id", filter=says_yes & _LABELLED_TRUE), "n_f": Count("id", filter=says_no),
-        "l_f": Count("id", filter=says_no & _LABELLED), "t_f": Count("id", filter=says_no & _LABELLED_TRUE),
-    }
-
-
-def _grouped(rows: list[dict], key: str) -> list[dict]:
-    """Per-group figures from the (site, kind) rows: summed in Python over groups, never over episodes."""
-    groups: dict[str, Confusion] = {}
+def _cells(run_ids: list[int], config: JudgeConfig, against: str, reviewer, other: JudgeConfig | None) -> list[dict]:
+    """The runs' episodes counted per (site, kind, verdict, truth, final label[, the other config's verdict]): one
+    grouped scan, a few hundred rows whatever the run size; every figure is summed from them in Python."""
+    annotations, truth = _truth(against, reviewer)
+    episodes = _judged_by(Episode.objects.filter(run_id__in=run_ids), "cj", config).annotate(**annotations)
+    keys = ["site_id", "task_kind", "cj__verdict", truth, "final_label__verdict"]  # slugs looked up once, below
+    sums = {"n": Count("id"), "cost": Sum("cj__cost_usd")}
+    if other is not None:
+        episodes = _judged_by(episodes, "oj", other)
+        keys.append("oj__verdict")
+        sums["other_cost"] = Sum("oj__cost_usd")
+    rows = list(episodes.values(*dict.fromkeys(keys)).annotate(**sums).order_by())
+    slugs = dict(Site.objects.filter(pk__in={row["site_id"] for row in rows}).values_list("pk", "slug"))
     for row in rows:
-        cell = Confusion(row["tp"], row["fp"], row["fn"], row["tn"])
-        groups[row[key]] = groups.get(row[key], Confusion()) + cell
+        row["site__slug"], row["truth"], row["final"] = slugs[row["site_id"]], _truth_of(row[truth]), row[
+            "final_label__verdict"]
+    return rows
+
+
+@dataclass
+class _Tally:
+    """Sums of the cells one report reads: overall, per site and per task kind, and the labelled sample."""
+
+    sites: dict = field(default_factory=lambda: defaultdict(Confusion))
+    kinds: dict = field(default_factory=lambda: defaultdict(Confusion))
+    totals: dict = field(default_factory=lambda: defaultdict(int))
+    cost: Decimal = Decimal(0)
+
+    def add(self, row: dict, verdict: str | None, cost) -> None:
+        n, truth, final = row["n"], row["truth"], row["final"]
+        yes, no = verdict == SUCCESS, verdict == NOT_SUCCESS
+        cell = Confusion(tp=n * (truth is True and yes), fp=n * (truth is False and yes),
+                         fn=n * (truth is True and no), tn=n * (truth is False and no))
+        self.sites[row["site__slug"]] += cell
+        self.kinds[row["task_kind"]] += cell
+        labelled, labelled_true = final in _DECIDED, final == LabelVerdict.SUCCESS
+        for key, counts in (("total", True), ("with_truth", truth is not None), ("judged", yes or no),
+                            ("no_verdict", truth is not None and verdict == NO_VERDICT),
+                            ("judgments", verdict is not None), ("n_s", yes), ("l_s", yes and labelled),
+                            ("t_s", yes and labelled_true), ("n_f", no), ("l_f", no and labelled),
+                            ("t_f", no and labelled_true)):
+            self.totals[key] += n * counts
+        self.cost += cost or Decimal(0)
+
+
+def _grouped(groups: dict) -> list[dict]:
     return [{"name": name, **confusion_summary(c)} for name, c in sorted(groups.items()) if c.n]
 
 
+def _report(tally: _Tally, *, runs: list[Run], config: JudgeConfig, against: str, reviewer) -> ValidateReport:
+    overall, total = sum(tally.kinds.values(), Confusion()), tally.totals
+    return ValidateReport(
+        runs=[run.name for run in runs], config=config.key, against=against,
+        reviewer=getattr(reviewer, "username", None), confusion=overall, figures=confusion_summary(overall),
+        per_site=_grouped(tally.sites), per_kind=_grouped(tally.kinds),
+        episodes_in_runs=total["total"], with_truth=total["with_truth"], unjudged=total["with_truth"] - overall.n,
+        unjudged_no_verdict=total["no_verdict"], judged_without_truth=total["judged"] - overall.n,
+        judgments=total["judgments"], cost_usd=float(tally.cost), sample=_sample_from(total))
+
+
 def _episode_list(queryset: QuerySet, condition: Q, limit: int | None) -> list[dict]:
+    if limit == 0:
+        return []
     rows = queryset.filter(condition).values("id", "task__task_id", "task__instruction", "site__slug", "run__name")
     rows = rows.order_by("run_id", "task_order", "id")
     rows = rows[:limit] if limit is not None else rows
@@ -149,27 +195,37 @@ def _episode_list(queryset: QuerySet, condition: Q, limit: int | None) -> list[d
             for r in rows]
 
 
+def _listed(run_ids: list[int], config: JudgeConfig, against: str, reviewer, also_judged_by) -> tuple:
+    """The runs' episodes with the config's judgment joined as `cj` (and only those the other config also gave a
+    verdict, side by side), with the truth conditions: what the false positive and negative lists read."""
+    annotations, truly, falsely = _truth_conditions(against, reviewer)
+    base = _judged_by(Episode.objects.filter(run_id__in=run_ids), "cj", config).annotate(**annotations)
+    if also_judged_by is not None:
+        base = _judged_by(base, "oj", also_judged_by).filter(oj__verdict__in=_VERDICTS)
+    return base, truly, falsely
+
+
+def _with_lists(report: ValidateReport, *, run_ids: list[int], config: JudgeConfig, against: str, reviewer,
+                also_judged_by, list_limit: int | None) -> ValidateReport:
+    base, truly, falsely = _listed(run_ids, config, against, reviewer, also_judged_by)
+    report.false_positives = _episode_list(base, falsely & Q(cj__verdict=SUCCESS), list_limit)
+    report.false_negatives = _episode_list(base, truly & Q(cj__verdict=NOT_SUCCESS), list_limit)
+    return report
+
+
 def validate_compute(*, runs: Iterable[Run], config: JudgeConfig, against: str = "verifier", reviewer=None,
                      also_judged_by: JudgeConfig | None = None, list_limit: int | None = LIST_LIMIT) -> ValidateReport:
-    """The judge config's figures against the truth over the runs: 1 grouped aggregate query and 2 list queries."""
+    """The judge config's figures against the truth over the runs (side by side: only on the episodes
+    `also_judged_by` gave a verdict): 1 grouped query, 1 for the site names and 2 list queries."""
     run_list = list(runs)
-    base, truly, falsely = _episodes(_run_ids(run_list), config, against, reviewer, also_judged_by)
-    rows = list(base.values("site__slug", "task_kind").annotate(**_cell_counts(truly, falsely)).order_by())
-    overall = sum((Confusion(r["tp"], r["fp"], r["fn"], r["tn"]) for r in rows), Confusion())
-    total = {key: sum(r[key] or 0 for r in rows) for key in ("with_truth", "no_verdict", "judged", "total",
-                                                               "judgments", "cost", *_STRATA_KEYS)}
-    says_yes = Q(cj__verdict=SUCCESS)
-    return ValidateReport(
-        runs=[run.name for run in run_list], config=config.key, against=against,
-        reviewer=getattr(reviewer, "username", None), confusion=overall, figures=confusion_summary(overall),
-        per_site=_grouped(rows, "site__slug"), per_kind=_grouped(rows, "task_kind"),
-        episodes_in_runs=total["total"], with_truth=total["with_truth"], unjudged=total["with_truth"] - overall.n,
-        unjudged_no_verdict=total["no_verdict"], judged_without_truth=total["judged"] - overall.n,
-        judgments=total["judgments"], cost_usd=float(total["cost"] or Decimal(0)),
-        false_positives=_episode_list(base, falsely & says_yes, list_limit),
-        false_negatives=_episode_list(base, truly & Q(cj__verdict=NOT_SUCCESS), list_limit),
-        sample=_sample_from(total),
-    )
+    run_ids = _run_ids(run_list)
+    tally = _Tally()
+    for row in _cells(run_ids, config, against, reviewer, also_judged_by):
+        if also_judged_by is None or row["oj__verdict"] in _VERDICTS:
+            tally.add(row, row["cj__verdict"], row["cost"])
+    report = _report(tally, runs=run_list, config=config, against=against, reviewer=reviewer)
+    return _with_lists(report, run_ids=run_ids, config=config, against=against, reviewer=reviewer,
+                       also_judged_by=also_judged_by, list_limit=list_limit)
 
 
 _STRATA_KEYS = ("n_s", "l_s", "t_s", "n_f", "l_f", "t_f")
@@ -183,7 +239,7 @@ def _sample_from(cells: dict, target_half_width: float = 0.03) -> dict:
 def validate_false_positive_task_ids(*, runs: Iterable[Run], config: JudgeConfig, against: str = "verifier",
                                      reviewer=None) -> list[str]:
     """Every false positive's task_id, in run and task-file order: the reference's task-id lines."""
-    base, _, falsely = _episodes(_run_ids(runs), config, against, reviewer, None)
+    base, _, falsely = _listed(_run_ids(runs), config, against, reviewer, None)
     rows = base.filter(falsely & Q(cj__verdict=SUCCESS)).order_by("run_id", "task_order", "id")
     return list(rows.values_list("task__task_id", flat=True))
 
@@ -191,29 +247,49 @@ def validate_false_positive_task_ids(*, runs: Iterable[Run], config: JudgeConfig
 # ── two judge configs side by side ───────────────────────────────────────────
 
 
-def judges_agreement(*, runs: Iterable[Run], config_a: JudgeConfig, config_b: JudgeConfig) -> dict:
-    """How often two configs give the same verdict on the episodes both judged, and Cohen's kappa between them."""
-    episodes = Episode.objects.filter(run_id__in=_run_ids(runs)).annotate(
-        ja=FilteredRelation("judgments", condition=Q(judgments__config=config_a)),
-        jb=FilteredRelation("judgments", condition=Q(judgments__config=config_b)))
-    a_yes, a_no = Q(ja__verdict=SUCCESS), Q(ja__verdict=NOT_SUCCESS)
-    b_yes, b_no = Q(jb__verdict=SUCCESS), Q(jb__verdict=NOT_SUCCESS)
-    cells = episodes.aggregate(tp=Count("id", filter=a_yes & b_yes), fn=Count("id", filter=a_yes & b_no),
-                               fp=Count("id", filter=a_no & b_yes), tn=Count("id", filter=a_no & b_no))
-    c = Confusion(**cells)
+def _agreement(rows: list[dict]) -> dict:
+    """Two configs' verdicts on the episodes both gave one: how often they agree, and Cohen's kappa."""
+    c = Confusion()
+    for row in rows:
+        a, b, n = row["cj__verdict"], row["oj__verdict"], row["n"]
+        if a in _VERDICTS and b in _VERDICTS:
+            c += Confusion(tp=n * (a == b == SUCCESS), fn=n * (a == SUCCESS != b), fp=n * (b == SUCCESS != a),
+                           tn=n * (a == b == NOT_SUCCESS))
     return {"episodes": c.n, "both_success": c.tp, "only_a": c.fn, "only_b": c.fp, "both_not": c.tn,
             "agreement": round((c.tp + c.tn) / max(1, c.n), 3), "kappa": cohen_kappa(c)}
 
 
+def judges_agreement(*, runs: Iterable[Run], config_a: JudgeConfig, config_b: JudgeConfig) -> dict:
+    """How often two configs give the same verdict on the episodes both judged, and Cohen's kappa between them."""
+    return _agreement(_cells(_run_ids(runs), config_a, "verifier", None, config_b))
+
+
 def validate_compare(*, runs: Iterable[Run], config_a: JudgeConfig, config_b: JudgeConfig,
-                     against: str = "verifier", reviewer=None, list_limit: int | None = LIST_LIMIT) -> dict:
-    """Two configs on the same episodes (those both gave a verdict): each one's report, their agreement, cost."""
+                     against: str = "verifier", reviewer=None, list_limit: int | None = LIST_LIMIT,
+                     alone_list_limit: int | None = LIST_LIMIT) -> dict:
+    """Two configs on the same episodes (those both gave a verdict): each one's report, their agreement, and
+    config_a's report over every episode (`alone`, what `validate_compute` gives), all read from one grouped query
+    (and the lists, when asked for)."""
     run_list = list(runs)
-    common = {"runs": run_list, "against": against, "reviewer": reviewer, "list_limit": list_limit}
+    run_ids = _run_ids(run_list)
+    rows = _cells(run_ids, config_a, against, reviewer, config_b)
+    tally_a, tally_b, alone = _Tally(), _Tally(), _Tally()
+    for row in rows:  # each config's report covers the episodes the other one gave a verdict
+        alone.add(row, row["cj__verdict"], row["cost"])
+        if row["oj__verdict"] in _VERDICTS:
+            tally_a.add(row, row["cj__verdict"], row["cost"])
+        if row["cj__verdict"] in _VERDICTS:
+            tally_b.add(row, row["oj__verdict"], row["other_cost"])
+    common = {"runs": run_list, "against": against, "reviewer": reviewer}
+    lists = {"run_ids": run_ids, "against": against, "reviewer": reviewer}
     return {
-        "a": validate_compute(config=config_a, also_judged_by=config_b, **common),
-        "b": validate_compute(config=config_b, also_judged_by=config_a, **common),
-        "agreement": judges_agreement(runs=run_list, config_a=config_a, config_b=config_b),
+        "a": _with_lists(_report(tally_a, config=config_a, **common), config=config_a, also_judged_by=config_b,
+                         list_limit=list_limit, **lists),
+        "b": _with_lists(_report(tally_b, config=config_b, **common), config=config_b, also_judged_by=config_a,
+                         list_limit=list_limit, **lists),
+        "agreement": _agreement(rows),
+        "alone": _with_lists(_report(alone, config=config_a, **common), config=config_a, also_judged_by=None,
+                             list_limit=alone_list_limit, **lists),
     }
 
 
@@ -242,7 +318,6 @@ def validate_sample_estimate(*, runs: Iterable[Run], config: JudgeConfig, sample
 
 # ── agreement between humans ─────────────────────────────────────────────────
 
-_DECIDED = [LabelVerdict.SUCCESS, LabelVerdict.NOT_SUCCESS]
 
 
 def _pair_summary(c: Confusion) -> dict:
@@ -289,19 +364,16 @@ def human_agreement(*, runs: Iterable[Run]) -> dict:
 
 def judge_reviewer_agreement(*, runs: Iterable[Run], config: JudgeConfig) -> list[dict]:
     """The judge config against each reviewer, on the episodes the reviewer decided and the judge gave a verdict."""
-    # Looked up per label through the (episode, config) unique index: labels are few, judgments many.
-    verdict = Judgment.objects.filter(episode=OuterRef("episode_id"), config=config).values("verdict")[:1]
+    judged = FilteredRelation("episode__judgments", condition=Q(episode__judgments__config=config))
     rows = (Label.objects.filter(episode__run_id__in=_run_ids(runs), verdict__in=_DECIDED)
-            .annotate(judge=Subquery(verdict))
-            .values("reviewer__username")
-            .annotate(tp=Count("id", filter=Q(verdict=LabelVerdict.SUCCESS, judge=SUCCESS)),
-                      fp=Count("id", filter=Q(verdict=LabelVerdict.NOT_SUCCESS, judge=SUCCESS)),
-                      fn=Count("id", filter=Q(verdict=LabelVerdict.SUCCESS, judge=NOT_SUCCESS)),
-                      tn=Count("id", filter=Q(verdict=LabelVerdict.NOT_SUCCESS, judge=NOT_SUCCESS)))
-            .order_by("reviewer__username"))
-    found = [{"reviewer": r["reviewer__username"], **_pair_summary(Confusion(r["tp"], r["fp"], r["fn"], r["tn"]))}
-             for r in rows]
-    return [row for row in found if row["episodes"]]
+            .annotate(judged=judged).filter(judged__verdict__in=_VERDICTS)
+            .values("reviewer__username", "verdict", "judged__verdict").annotate(n=Count("id")).order_by())
+    cells: dict[str, Confusion] = defaultdict(Confusion)
+    for row in rows:  # grouped per (reviewer, label, verdict): the judge's verdict is read once per label
+        human, judge, n = row["verdict"] == LabelVerdict.SUCCESS, row["judged__verdict"] == SUCCESS, row["n"]
+        cells[row["reviewer__username"]] += Confusion(tp=n * (human and judge), fp=n * (not human and judge),
+                                                      fn=n * (human and not judge), tn=n * (not human and not judge))
+    return [{"reviewer": name, **_pair_summary(c)} for name, c in sorted(cells.items()) if c.n]
 
 
 def default_config(*, runs: Iterable[Run]) -> JudgeConfig | None:
