@@ -75,6 +75,8 @@ def _request_hash(request: ProviderRequest, provider: str) -> str:
     digest = hashlib.sha256()
     head = {"provider": provider, "model": request.model, "system": request.system, "prompt": request.prompt,
             "json_mode": request.json_mode}
+    if request.media_resolution:  # only when set: requests hashed before the setting existed keep their hash
+        head["media_resolution"] = request.media_resolution
     digest.update(json.dumps(head, sort_keys=True, ensure_ascii=False).encode())
     for image in request.images:
         digest.update(image.mime_type.encode() + b"\0" + hashlib.sha256(image.data).digest())
@@ -92,7 +94,8 @@ def judge_request_build(*, episode: Episode, config: JudgeConfig) -> JudgeReques
     shots = evidence.screenshots if policy.max_side != 0 else []
     images = [ProviderImage(*judge_images.prepared_image(blob=s.blob, policy=policy), label=s.name) for s in shots]
     request = ProviderRequest(model=config.model, system=prompt.system, prompt=prompt.render(evidence),
-                              images=images, json_mode=True, evidence=evidence)
+                              images=images, json_mode=True, evidence=evidence,
+                              media_resolution=policy.media_resolution if images else None)
     return JudgeRequest(request=request, evidence=evidence, image_paths=[str(blob_path(s.blob)) for s in shots],
                         image_bytes=sum(len(i.data) for i in images),
                         request_hash=_request_hash(request, config.provider))
@@ -179,8 +182,9 @@ def _from_cache(request_hash: str) -> dict | None:
 
 def judgment_store(*, episode_id: int, config_id: int, fields: dict) -> Judgment:
     """Write a judgment unless a verdict is already stored (that one wins); the unique constraint is the last word."""
-    fields = {**fields, "unsupported_citations": unsupported_citations_count(episode_id=episode_id,
-                                                                              parts=fields.get("parts") or [])}
+    if "unsupported_citations" not in fields:
+        fields = {**fields, "unsupported_citations": unsupported_citations_count(episode_id=episode_id,
+                                                                                  parts=fields.get("parts") or [])}
     try:
         with transaction.atomic():
             return Judgment.objects.create(episode_id=episode_id, config_id=config_id, **fields)
@@ -208,7 +212,10 @@ def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | Non
     episode = Episode.objects.select_related("task").get(pk=episode_id)
     built = judge_request_build(episode=episode, config=config)
     fields = _from_cache(built.request_hash) or {**_ask(config, built, in_worker), "source": "judge"}
-    fields.update(request_hash=built.request_hash, image_bytes=built.image_bytes)
+    fields.update(request_hash=built.request_hash, image_bytes=built.image_bytes,
+                  unsupported_citations=unsupported_citations_count(
+                      episode_id=episode_id, parts=fields.get("parts") or [], episode=episode,
+                      step_files=built.evidence.step_files))
     return judgment_store(episode_id=episode_id, config_id=config_id, fields=fields)
 
 
