@@ -65,13 +65,28 @@ class JudgeForm(StageForm):
     provider = forms.ChoiceField(choices=[("rules", "rules (offline baseline, not a model)"), ("gemini", "gemini")],
                                  initial=settings.JUDGE_PROVIDER,
                                  help_text="gemini needs GEMINI_API_KEY; rules is a keyword heuristic.")
-    model = forms.CharField(max_length=200, initial=settings.JUDGE_MODEL, required=False,
-                            help_text="Gemini model name; the rules baseline has one model and ignores this.")
+    model = forms.CharField(max_length=200, required=False,
+                            help_text="Gemini model name (empty: the default one); the rules baseline has one model "
+                                      "and ignores this.")
     prompt_version = forms.ChoiceField(choices=_prompt_versions, label="Prompt version",
                                        help_text="The prompt file in use (TASKGEN_JUDGE_PROMPT_FILE).")
     image_policy = forms.ChoiceField(choices=[(name, name) for name in POLICIES], initial="default",
                                      help_text="default: longest side 1,024 px; small: 768 px; full: as stored.")
     batch = forms.BooleanField(required=False, help_text="Use the provider's batch API (cheaper, slower).")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # A model name belongs to a model provider: the rules baseline would show a Gemini name it never uses.
+        self.fields["provider"].initial = settings.JUDGE_PROVIDER  # read now: tests and deployments set it late
+        self.fields["model"].widget.attrs["placeholder"] = f"Gemini default: {settings.JUDGE_MODEL}"
+        if self.fields["provider"].initial != "rules":
+            self.fields["model"].initial = settings.JUDGE_MODEL
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("provider") == "rules":
+            data["model"] = ""  # the baseline has one model; a name typed here would only mislead the stored params
+        return data
 
 
 class ValidateForm(StageForm):
@@ -93,6 +108,12 @@ class ExportForm(StageForm):
     budget = forms.IntegerField(min_value=1, initial=settings.EXPORT_BUDGET,
                                 help_text="Steps (rows); the last episode may pass it, as in the reference.")
     out_dir = _path_field("Folder to write", required=False)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        configs = list(self.fields["judge_config"].queryset[:2])
+        if len(configs) == 1:  # the only judge config is the one meant: no need to make the admin pick it
+            self.fields["judge_config"].initial = configs[0].pk
 
 
 STAGE_FORMS: dict[str, type[StageForm]] = {
