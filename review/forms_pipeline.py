@@ -5,6 +5,7 @@ from django import forms
 from django.conf import settings
 
 from taskgen.models import Export, JudgeConfig, Run
+from taskgen.providers import provider_choices
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.prompt import judge_prompt
 
@@ -62,7 +63,7 @@ class JudgeForm(StageForm):
     stage, title = "judge", "Judge a run"
     explain = "Judges every episode of the run not yet judged with this config (provider, model, prompt, images)."
     run = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"))
-    provider = forms.ChoiceField(choices=[("rules", "rules (offline baseline, not a model)"), ("gemini", "gemini")],
+    provider = forms.ChoiceField(choices=lambda: provider_choices("judge"),
                                  initial=settings.JUDGE_PROVIDER,
                                  help_text="gemini needs GEMINI_API_KEY; rules is a keyword heuristic.")
     model = forms.CharField(max_length=200, initial=settings.JUDGE_MODEL, required=False,

@@ -21,7 +21,15 @@ from django.db import IntegrityError, transaction
 from taskgen.blobs import blob_path
 from taskgen.judging import parse_judge_response, unsupported_citations_count, verdict_is_inconsistent
 from taskgen.models import Episode, JudgeConfig, Judgment, Run
-from taskgen.providers import ProviderError, ProviderImage, ProviderRequest, ProviderResult, provider_for
+from taskgen.providers import (
+    ProviderError,
+    ProviderImage,
+    ProviderRequest,
+    ProviderResult,
+    provider_check,
+    provider_for,
+    provider_missing,
+)
 from taskgen.providers.rules import VERSION as RULES_VERSION
 from taskgen.stages.contract import RetryLater
 from taskgen.stages.judge import images as judge_images
@@ -53,10 +61,12 @@ def judge_config_for(provider: str | None = None, model: str | None = None, prom
                      image_policy: str | None = None) -> JudgeConfig:
     """The JudgeConfig row for these choices (made if new); defaults come from settings and the prompt file."""
     provider = provider or settings.JUDGE_PROVIDER
-    if provider not in ("gemini", "rules"):
-        raise JudgeError(f"unknown judge provider {provider!r}: use gemini or rules")
-    if provider == "gemini" and not settings.GEMINI_API_KEY:
-        raise JudgeError("the gemini provider needs GEMINI_API_KEY (or GEMINI_API_KEY_FILE); use --provider rules")
+    try:
+        provider_check(provider, "judge")
+    except ValueError as exc:
+        raise JudgeError(str(exc)) from exc
+    if missing := provider_missing(provider):
+        raise JudgeError(f"{missing}; use --provider rules")
     # The rules baseline has one model and sends no images, whatever a form or command line passed along.
     model = RULES_MODEL if provider == "rules" else (model or settings.JUDGE_MODEL)
     policy = "none" if provider == "rules" else (image_policy or settings.JUDGE_IMAGE_POLICY)
