@@ -220,6 +220,12 @@ REDIS_URL = env_str("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswi
 GEMINI_API_KEY = env_secret("GEMINI_API_KEY")
 GOOGLE_GEMINI_BASE_URL = env_str("GOOGLE_GEMINI_BASE_URL", "")
 JUDGE_MODEL = env_str("TASKGEN_JUDGE_MODEL", "gemini-3.5-flash")
+# Any chat-completions server (a self-hosted model on vLLM, Ollama, llama.cpp): its URL (".../v1"), the model it
+# serves, whether that model takes images (else it gets text only), and a key if the server wants one.
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
+OPENAI_API_KEY = env_secret("OPENAI_API_KEY")
+OPENAI_MODEL = env_str("TASKGEN_OPENAI_MODEL", "Qwen/Qwen3.5-4B")
+OPENAI_TAKES_IMAGES = env_bool("TASKGEN_OPENAI_IMAGES", True)
 JUDGE_PROVIDER = env_str("TASKGEN_JUDGE_PROVIDER", "gemini" if GEMINI_API_KEY else "rules")
 try:
     provider_check(JUDGE_PROVIDER, "judge")  # the one provider list says which providers can judge

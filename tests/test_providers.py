@@ -18,6 +18,11 @@ def test_every_provider_listed_serves_a_known_role_and_can_be_made():
         assert provider_for(name).name == name
 
 
+def test_model_providers_serve_every_role_and_the_baseline_never_acts():
+    assert provider_names("agent") == ("gemini", "openai-compatible")
+    assert set(provider_names("propose")) == {"rules", "gemini", "openai-compatible"}
+
+
 def test_rules_never_acts_as_an_agent():
     assert "rules" in provider_names("judge")
     assert "rules" not in provider_names("agent")
@@ -43,11 +48,14 @@ def test_the_judge_form_and_the_cli_offer_exactly_the_judging_providers():
     assert tuple(provider_action.choices) == provider_names("judge")
 
 
-def test_the_judge_config_check_refuses_a_provider_missing_its_key(db, settings):
+def test_the_judge_config_check_refuses_a_provider_missing_its_key_or_server(db, settings):
     settings.GEMINI_API_KEY = ""
+    settings.OPENAI_BASE_URL = ""
     assert "GEMINI_API_KEY" in provider_missing("gemini")
     with pytest.raises(JudgeError, match="needs GEMINI_API_KEY"):
         judge_config_for("gemini")
+    with pytest.raises(JudgeError, match="needs OPENAI_BASE_URL"):
+        judge_config_for("openai-compatible")
     with pytest.raises(JudgeError, match="unknown provider"):
         judge_config_for("openai")
 

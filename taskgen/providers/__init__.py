@@ -22,12 +22,17 @@ class ProviderInfo:
     name: str
     roles: frozenset[str]
     label: str
-    needs: str = ""  # the name of a setting that must be set (a key), "" when it runs offline
+    needs: str = ""  # the name of a setting that must be set (a key, a server), "" when it runs offline
+    model_setting: str = ""  # the setting naming its default model, "" for a baseline with one model
 
 
 PROVIDERS: tuple[ProviderInfo, ...] = (
     ProviderInfo("rules", frozenset({"judge", "propose"}), "rules (offline baseline, not a model)"),
-    ProviderInfo("gemini", frozenset({"judge", "propose", "agent"}), "gemini", needs="GEMINI_API_KEY"),
+    ProviderInfo("gemini", frozenset({"judge", "propose", "agent"}), "gemini", needs="GEMINI_API_KEY",
+                 model_setting="JUDGE_MODEL"),
+    ProviderInfo("openai-compatible", frozenset({"judge", "propose", "agent"}),
+                 "openai-compatible (any chat-completions server: vLLM, Ollama, llama.cpp)",
+                 needs="OPENAI_BASE_URL", model_setting="OPENAI_MODEL"),
 )
 PROVIDER_NAMES = tuple(p.name for p in PROVIDERS)
 
@@ -66,8 +71,17 @@ def provider_missing(name: str) -> str:
 
     needs = provider_info(name).needs
     if needs and not getattr(settings, needs, ""):
-        return f"the {name} provider needs {needs} (or {needs}_FILE)"
+        also = f" (or {needs}_FILE)" if needs.endswith("_KEY") else ""
+        return f"the {name} provider needs {needs}{also}"
     return ""
+
+
+def provider_default_model(name: str) -> str:
+    """The model `name` uses when none is chosen (from its setting); "" for a provider without models."""
+    from django.conf import settings
+
+    setting = provider_info(name).model_setting
+    return getattr(settings, setting, "") if setting else ""
 
 
 @cache  # one instance per process: an import statement per call made 16 judging threads queue on the import lock
@@ -78,11 +92,15 @@ def provider_for(name: str) -> Provider:
         from taskgen.providers.gemini import GeminiProvider
 
         return GeminiProvider()
+    if name == "openai-compatible":
+        from taskgen.providers.openai_compatible import OpenAICompatibleProvider
+
+        return OpenAICompatibleProvider()
     from taskgen.providers.rules import RulesProvider
 
     return RulesProvider()
 
 
 __all__ = ["PROVIDERS", "PROVIDER_NAMES", "ROLES", "Provider", "ProviderError", "ProviderImage", "ProviderInfo",
-           "ProviderRequest", "ProviderResult", "provider_check", "provider_choices", "provider_for", "provider_info",
-           "provider_missing", "provider_names"]
+           "ProviderRequest", "ProviderResult", "provider_check", "provider_choices", "provider_default_model",
+           "provider_for", "provider_info", "provider_missing", "provider_names"]
