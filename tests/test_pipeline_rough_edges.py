@@ -117,12 +117,8 @@ def _model_input(page: str) -> str:
 def test_the_judge_form_does_not_prefill_a_gemini_model_for_the_rules_provider(admin_client_role, settings):
     settings.JUDGE_PROVIDER, settings.JUDGE_MODEL = "rules", "gemini-3.5-flash"
     page = admin_client_role.get(reverse("review:pipeline_list")).content.decode()
-    assert 'value="rules" selected' in page
-    model = _model_input(page)
-    assert "value=" not in model and 'placeholder="Gemini default: gemini-3.5-flash"' in model
-    settings.JUDGE_PROVIDER = "gemini"
-    model = _model_input(admin_client_role.get(reverse("review:pipeline_list")).content.decode())
-    assert 'value="gemini-3.5-flash"' in model
+    assert re.search(r'<option value="rules"[^>]* selected>', page)
+    assert "value=" not in _model_input(page) and "gemini-3.5-flash" not in _model_input(page)
 
 
 def test_a_model_typed_for_the_rules_provider_is_not_kept(admin_client_role, judge_here,
