@@ -5,6 +5,7 @@ from django import forms
 from django.conf import settings
 
 from taskgen.models import Export, JudgeConfig, Run
+from taskgen.providers import provider_choices
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.prompt import judge_prompt
 
@@ -62,11 +63,13 @@ class JudgeForm(StageForm):
     stage, title = "judge", "Judge a run"
     explain = "Judges every episode of the run not yet judged with this config (provider, model, prompt, images)."
     run = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"))
-    provider = forms.ChoiceField(choices=[("rules", "rules (offline baseline, not a model)"), ("gemini", "gemini")],
+    provider = forms.ChoiceField(choices=lambda: provider_choices("judge"),
                                  initial=settings.JUDGE_PROVIDER,
-                                 help_text="gemini needs GEMINI_API_KEY; rules is a keyword heuristic.")
-    model = forms.CharField(max_length=200, initial=settings.JUDGE_MODEL, required=False,
-                            help_text="Gemini model name; the rules baseline has one model and ignores this.")
+                                 help_text="gemini needs GEMINI_API_KEY, openai-compatible OPENAI_BASE_URL; "
+                                           "rules is a keyword heuristic.")
+    model = forms.CharField(max_length=200, required=False,
+                            help_text="Empty: the provider's default (TASKGEN_JUDGE_MODEL for gemini, "
+                                      "TASKGEN_OPENAI_MODEL for openai-compatible); rules has one model.")
     prompt_version = forms.ChoiceField(choices=_prompt_versions, label="Prompt version",
                                        help_text="The prompt file in use (TASKGEN_JUDGE_PROMPT_FILE).")
     image_policy = forms.ChoiceField(choices=[(name, name) for name in POLICIES], initial="default",
