@@ -13,7 +13,7 @@ from pathlib import Path
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import PipelineRun
-from taskgen.providers import PROVIDER_NAMES
+from taskgen.providers import provider_names
 from taskgen.stages.contract import StageParamsError
 from taskgen.stages.propose.context import ContextError
 from taskgen.stages.propose.rules import LABEL as RULES_LABEL
@@ -28,9 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sites", default="", help="comma-separated site slugs (default: every site with a sitemap)")
     parser.add_argument("--per-site", type=int, default=140, help="tasks per site (default 140)")
     parser.add_argument("--batch", type=int, default=20, help="tasks asked for per proposer call (default 20)")
-    parser.add_argument("--provider", choices=PROVIDER_NAMES, default="rules",
+    parser.add_argument("--provider", choices=provider_names("propose"), default="rules",
                         help=f"the proposer: a model provider, or rules ({RULES_LABEL}; the default)")
-    parser.add_argument("--model", default=None, help="model name (default: settings.PROPOSE_MODEL)")
+    parser.add_argument("--model", default=None, help="model name (default: the provider's model setting)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the focus draw (and of the rules proposer)")
     parser.add_argument("--out", type=Path, default=None,
                         help="also append each site's tasks to this tasks.jsonl (under the data root); sites already "

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from taskgen.models import PipelineRun, ProposalBatch, Site, Task
 from taskgen.prompt_files import PromptFileError
-from taskgen.providers import PROVIDER_NAMES
+from taskgen.providers import provider_check, provider_default_model, provider_missing
 from taskgen.stages.contract import StageParams, StageParamsError, StageWork
 from taskgen.stages.paths import PathError, path_under_data_root
 from taskgen.stages.propose.context import ContextError, sitemap_of
@@ -80,15 +80,17 @@ def _why_not(slug: str, per_site: int, in_file: set[str]) -> str:
 
 def _proposer_checked(raw: dict) -> tuple[str, str, str]:
     provider = raw.get("provider") or "rules"
-    if provider not in PROVIDER_NAMES:
-        raise StageParamsError(f"unknown proposer {provider!r}: use one of {', '.join(PROVIDER_NAMES)}")
-    if provider == "gemini" and not settings.GEMINI_API_KEY:
-        raise StageParamsError("GEMINI_API_KEY is not set: use the rules proposer offline")
+    try:
+        provider_check(provider, "propose")
+    except ValueError as exc:
+        raise StageParamsError(str(exc)) from exc
+    if provider_missing(provider):
+        raise StageParamsError(f"{provider_missing(provider)}: use the rules proposer offline")
     try:
         version = propose_prompt().version
     except PromptFileError as exc:
         raise StageParamsError(str(exc)) from exc
-    return provider, ("" if provider == "rules" else raw.get("model") or settings.PROPOSE_MODEL), version
+    return provider, ("" if provider == "rules" else raw.get("model") or provider_default_model(provider)), version
 
 
 def propose_params_check(raw: dict) -> ProposeParams:
