@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from taskgen.stages.contract import StageWork
 from taskgen.stages.judge.work import JUDGE_WORK
+from taskgen.stages.propose.work import PROPOSE_WORK
 
-ENGINE_STAGES: dict[str, StageWork] = {work.name: work for work in (JUDGE_WORK,)}
+ENGINE_STAGES: dict[str, StageWork] = {work.name: work for work in (JUDGE_WORK, PROPOSE_WORK)}
 
 
 class UnknownStage(LookupError):
