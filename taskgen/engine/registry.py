@@ -1,6 +1,7 @@
 """Every stage an admin can start from the app, behind one call: `stage_start(stage=..., params=..., user=...)`.
 
-Stages on the engine (taskgen/engine/stage_table.py: judge) start, cancel and resume through taskgen/engine/control.py.
+Stages on the engine (taskgen/engine/stage_table.py: attempt, judge, propose) start, cancel and resume through
+taskgen/engine/control.py.
 Import, validate and export still run as one Celery task of ours (`taskgen.engine.stage_runs`).
 """
 from __future__ import annotations
@@ -59,6 +60,10 @@ def judge_begin(*, params: dict, user) -> PipelineRun:
     return run_start(stage=Stage.JUDGE, params=params, user=user, started_with=params)
 
 
+def propose_begin(*, params: dict, user) -> PipelineRun:
+    return run_start(stage=Stage.PROPOSE, params=params, user=user, started_with=params)
+
+
 def validate_begin(*, params: dict, user) -> PipelineRun:
     stage_function("taskgen.stages.validate.service", "validate_compute")
     return _queue_own(stage=Stage.VALIDATE, user=user, params={
@@ -75,7 +80,7 @@ def export_begin(*, params: dict, user) -> PipelineRun:
 
 
 STARTS: dict[str, Callable[..., PipelineRun]] = {
-    Stage.IMPORT: import_begin, Stage.ATTEMPT: attempt_begin, Stage.JUDGE: judge_begin,
+    Stage.IMPORT: import_begin, Stage.PROPOSE: propose_begin, Stage.ATTEMPT: attempt_begin, Stage.JUDGE: judge_begin,
     Stage.VALIDATE: validate_begin, Stage.EXPORT: export_begin,
 }
 
