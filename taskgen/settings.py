@@ -212,7 +212,6 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 # Separate queues so judge calls and browser episodes scale on their own workers.
 CELERY_TASK_ROUTES = {
     "taskgen.stages.judge.tasks.*": {"queue": "judge"},
-    "taskgen.stages.attempt.tasks.*": {"queue": "browser"},
 }
 REDIS_URL = env_str("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "")
 
