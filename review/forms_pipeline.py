@@ -5,6 +5,7 @@ from django import forms
 from django.conf import settings
 
 from taskgen.models import Export, JudgeConfig, Run
+from taskgen.providers import provider_choices
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.prompt import judge_prompt
 
@@ -62,17 +63,29 @@ class JudgeForm(StageForm):
     stage, title = "judge", "Judge a run"
     explain = "Judges every episode of the run not yet judged with this config (provider, model, prompt, images)."
     run = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"))
-    provider = forms.ChoiceField(choices=[("rules", "rules (offline baseline, not a model)"), ("gemini", "gemini")],
+    provider = forms.ChoiceField(choices=lambda: provider_choices("judge"),
                                  initial=settings.JUDGE_PROVIDER,
-                                 help_text="gemini needs GEMINI_API_KEY; rules is a keyword heuristic.")
-    model = forms.CharField(max_length=200, initial=settings.JUDGE_MODEL, required=False,
-                            help_text="Gemini model name; the rules baseline has one model and ignores this.")
+                                 help_text="gemini needs GEMINI_API_KEY, openai-compatible OPENAI_BASE_URL; "
+                                           "rules is a keyword heuristic.")
+    model = forms.CharField(max_length=200, required=False,
+                            help_text="Empty: the provider's default (TASKGEN_JUDGE_MODEL for gemini, "
+                                      "TASKGEN_OPENAI_MODEL for openai-compatible); rules has one model.")
     prompt_version = forms.ChoiceField(choices=_prompt_versions, label="Prompt version",
                                        help_text="The prompt file in use (TASKGEN_JUDGE_PROMPT_FILE).")
     image_policy = forms.ChoiceField(choices=[(name, name) for name in POLICIES], initial=settings.JUDGE_IMAGE_POLICY,
                                      help_text="medium / low: Gemini's media resolution (256 / 64 tokens an image); "
                                                "small: a 768-px copy; default: a 1,024-px copy; full: as stored.")
     batch = forms.BooleanField(required=False, help_text="Use the provider's batch API (cheaper, slower).")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["provider"].initial = settings.JUDGE_PROVIDER  # read now: tests and deployments set it late
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("provider") == "rules":
+            data["model"] = ""  # the baseline has one model; a name typed here would only mislead the stored params
+        return data
 
 
 class ValidateForm(StageForm):
@@ -94,6 +107,12 @@ class ExportForm(StageForm):
     budget = forms.IntegerField(min_value=1, initial=settings.EXPORT_BUDGET,
                                 help_text="Steps (rows); the last episode may pass it, as in the reference.")
     out_dir = _path_field("Folder to write", required=False)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        configs = list(self.fields["judge_config"].queryset[:2])
+        if len(configs) == 1:  # the only judge config is the one meant: no need to make the admin pick it
+            self.fields["judge_config"].initial = configs[0].pk
 
 
 STAGE_FORMS: dict[str, type[StageForm]] = {

@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from taskgen.env import env_bool, env_float, env_int, env_path, env_secret, env_str
 from taskgen.logs import client_error_is_logged_elsewhere
+from taskgen.providers import provider_check
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("TASKGEN_VAR_DIR", BASE_DIR / "var")
@@ -211,7 +212,6 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 # Separate queues so judge calls and browser episodes scale on their own workers.
 CELERY_TASK_ROUTES = {
     "taskgen.stages.judge.tasks.*": {"queue": "judge"},
-    "taskgen.stages.attempt.tasks.*": {"queue": "browser"},
 }
 REDIS_URL = env_str("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "")
 
@@ -219,9 +219,17 @@ REDIS_URL = env_str("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswi
 GEMINI_API_KEY = env_secret("GEMINI_API_KEY")
 GOOGLE_GEMINI_BASE_URL = env_str("GOOGLE_GEMINI_BASE_URL", "")
 JUDGE_MODEL = env_str("TASKGEN_JUDGE_MODEL", "gemini-3.5-flash")
+# Any chat-completions server (a self-hosted model on vLLM, Ollama, llama.cpp): its URL (".../v1"), the model it
+# serves, whether that model takes images (else it gets text only), and a key if the server wants one.
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "")
+OPENAI_API_KEY = env_secret("OPENAI_API_KEY")
+OPENAI_MODEL = env_str("TASKGEN_OPENAI_MODEL", "Qwen/Qwen3.5-4B")
+OPENAI_TAKES_IMAGES = env_bool("TASKGEN_OPENAI_IMAGES", True)
 JUDGE_PROVIDER = env_str("TASKGEN_JUDGE_PROVIDER", "gemini" if GEMINI_API_KEY else "rules")
-if JUDGE_PROVIDER not in {"gemini", "rules", "openai"}:
-    raise ImproperlyConfigured(f"TASKGEN_JUDGE_PROVIDER={JUDGE_PROVIDER!r} is not one of gemini, rules, openai")
+try:
+    provider_check(JUDGE_PROVIDER, "judge")  # the one provider list says which providers can judge
+except ValueError as exc:
+    raise ImproperlyConfigured(f"TASKGEN_JUDGE_PROVIDER: {exc}") from exc
 JUDGE_RPM = env_int("TASKGEN_JUDGE_RPM", 600, minimum=1)
 JUDGE_PROMPT_FILE = env_str("TASKGEN_JUDGE_PROMPT_FILE", "")
 # Judge calls: timeout per call, retries of transient errors (429, 5xx, timeouts) with exponential backoff + jitter
@@ -246,6 +254,10 @@ MODEL_PRICES = {
     "gemini-2.5-flash": (0.30, 2.50),
     "gemini-2.5-pro": (1.25, 10.00),
 }
+# The propose stage (its model is the provider's model setting): the prompt file, and how many tries a batch gets
+# (a busy model is tried again later, never waited for in a worker slot).
+PROPOSE_PROMPT_FILE = env_str("TASKGEN_PROPOSE_PROMPT_FILE", "")
+PROPOSE_MAX_ATTEMPTS = env_int("TASKGEN_PROPOSE_MAX_ATTEMPTS", 5, minimum=1)
 EXPORT_BUDGET = env_int("TASKGEN_EXPORT_BUDGET", 27644, minimum=1)
 # Threads writing an export's files: file creation is the kernel's work, which runs in parallel on each core; more
 # threads than cores only contend for Python's lock (on 2 cores, 4 threads were slower than 1).

@@ -29,9 +29,10 @@ class ProviderRequest:
 
 @dataclass
 class ProviderResult:
-    """A model's answer text and what it cost."""
+    """A model's answer text, its reasoning when the server returns it apart, and what it cost."""
 
     text: str
+    reasoning: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
     latency_ms: int = 0

@@ -15,7 +15,7 @@ from django.conf import settings
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import Judgment, PipelineRun, Run
-from taskgen.providers import PROVIDER_NAMES
+from taskgen.providers import provider_names
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.prompt import PromptFileError
 from taskgen.stages.judge.service import (
@@ -37,8 +37,8 @@ POLL_SECONDS = 1.0
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", metavar="RUN", help="the run's name (as on the runs page) or its id")
-    parser.add_argument("--provider", choices=PROVIDER_NAMES, default=None,
-                        help="gemini or rules (default: settings.JUDGE_PROVIDER; rules when no GEMINI_API_KEY)")
+    parser.add_argument("--provider", choices=provider_names("judge"), default=None,
+                        help="a provider that judges (default: settings.JUDGE_PROVIDER; rules without GEMINI_API_KEY)")
     parser.add_argument("--model", default=None, help="model name (default: settings.JUDGE_MODEL)")
     parser.add_argument("--images", choices=sorted(POLICIES), default=None,
                         help="image policy (default: settings.JUDGE_IMAGE_POLICY, medium)")

@@ -10,8 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import random
-import time
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -21,7 +19,17 @@ from django.db import IntegrityError, transaction
 from taskgen.blobs import blob_path
 from taskgen.judging import parse_judge_response, unsupported_citations_count, verdict_is_inconsistent
 from taskgen.models import Episode, JudgeConfig, Judgment, Run
-from taskgen.providers import ProviderError, ProviderImage, ProviderRequest, ProviderResult, provider_for
+from taskgen.providers import (
+    ProviderError,
+    ProviderImage,
+    ProviderRequest,
+    ProviderResult,
+    provider_check,
+    provider_default_model,
+    provider_for,
+    provider_missing,
+)
+from taskgen.providers.retry import call_with_retries, retry_delay  # noqa: F401 (retry_delay: the judge's rule too)
 from taskgen.providers.rules import VERSION as RULES_VERSION
 from taskgen.stages.contract import RetryLater
 from taskgen.stages.judge import images as judge_images
@@ -53,12 +61,14 @@ def judge_config_for(provider: str | None = None, model: str | None = None, prom
                      image_policy: str | None = None) -> JudgeConfig:
     """The JudgeConfig row for these choices (made if new); defaults come from settings and the prompt file."""
     provider = provider or settings.JUDGE_PROVIDER
-    if provider not in ("gemini", "rules"):
-        raise JudgeError(f"unknown judge provider {provider!r}: use gemini or rules")
-    if provider == "gemini" and not settings.GEMINI_API_KEY:
-        raise JudgeError("the gemini provider needs GEMINI_API_KEY (or GEMINI_API_KEY_FILE); use --provider rules")
+    try:
+        provider_check(provider, "judge")
+    except ValueError as exc:
+        raise JudgeError(str(exc)) from exc
+    if missing := provider_missing(provider):
+        raise JudgeError(f"{missing}; use --provider rules")
     # The rules baseline has one model and sends no images, whatever a form or command line passed along.
-    model = RULES_MODEL if provider == "rules" else (model or settings.JUDGE_MODEL)
+    model = RULES_MODEL if provider == "rules" else (model or provider_default_model(provider))
     policy = "none" if provider == "rules" else (image_policy or settings.JUDGE_IMAGE_POLICY)
     judge_images.image_policy(policy)  # fails loudly on an unknown policy name
     in_use = judge_prompt().version
@@ -101,13 +111,6 @@ def judge_request_build(*, episode: Episode, config: JudgeConfig) -> JudgeReques
                         request_hash=_request_hash(request, config.provider))
 
 
-def retry_delay(*, attempt: int, hint: float | None = None) -> float:
-    """Exponential backoff with jitter (half fixed, half random), never sooner than the server's hint."""
-    ceiling = min(settings.JUDGE_RETRY_MAX_SECONDS, settings.JUDGE_RETRY_BASE_SECONDS * 2 ** (attempt - 1))
-    delay = ceiling / 2 + random.uniform(0, ceiling / 2)
-    return max(delay, hint or 0.0)
-
-
 def _call_once(config: JudgeConfig, request: ProviderRequest) -> ProviderResult:
     """One call under the rate limit, for a worker slot: a full rate window or a transient error raises RetryLater
     (the engine re-queues the episode for then) instead of sleeping."""
@@ -129,18 +132,9 @@ def _call_with_retries(config: JudgeConfig, request: ProviderRequest, *, in_work
     if in_worker:
         return _call_once(config, request)
     provider = provider_for(config.provider)
-    for attempt in range(1, settings.JUDGE_MAX_ATTEMPTS + 1):
-        if config.provider != "rules":
-            rate_limit_acquire(model=config.model)
-        try:
-            return provider.complete(request)
-        except ProviderError as exc:
-            if not exc.transient or attempt == settings.JUDGE_MAX_ATTEMPTS:
-                raise
-            delay = retry_delay(attempt=attempt, hint=exc.retry_after)
-            log.info("judge call failed (%s); try %d in %.1fs", exc, attempt + 1, delay)
-            time.sleep(delay)
-    raise AssertionError("unreachable")  # the loop returns or raises
+    limit = None if config.provider == "rules" else (lambda: rate_limit_acquire(model=config.model))
+    return call_with_retries(lambda: provider.complete(request), attempts=settings.JUDGE_MAX_ATTEMPTS, before=limit,
+                             what="judge call")
 
 
 def _cost(model: str, input_tokens: int, output_tokens: int) -> Decimal:

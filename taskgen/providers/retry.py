@@ -1,0 +1,41 @@
+"""One retry rule for every model call (judge, agent, proposer): transient errors (429, 5xx, timeouts) are tried
+again with exponential backoff and jitter, never sooner than the server's hint; others fail at once."""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.conf import settings
+
+from taskgen.providers.base import ProviderError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def retry_delay(*, attempt: int, hint: float | None = None) -> float:
+    """Exponential backoff with jitter (half fixed, half random), never sooner than the server's hint."""
+    ceiling = min(settings.JUDGE_RETRY_MAX_SECONDS, settings.JUDGE_RETRY_BASE_SECONDS * 2 ** (attempt - 1))
+    delay = ceiling / 2 + random.uniform(0, ceiling / 2)
+    return max(delay, hint or 0.0)
+
+
+def call_with_retries(call: Callable[[], T], *, attempts: int, before: Callable[[], None] | None = None,
+                      what: str = "model call") -> T:
+    """`call()`, tried up to `attempts` times while it raises a transient ProviderError (`before()` runs ahead of
+    each try: a rate limiter); the last error, or any permanent one, is raised."""
+    for attempt in range(1, attempts + 1):
+        if before is not None:
+            before()
+        try:
+            return call()
+        except ProviderError as exc:
+            if not exc.transient or attempt == attempts:
+                raise
+            delay = retry_delay(attempt=attempt, hint=exc.retry_after)
+            log.info("%s failed (%s); try %d in %.1fs", what, exc, attempt + 1, delay)
+            time.sleep(delay)
+    raise AssertionError("unreachable")  # the loop returns or raises

@@ -1,0 +1,155 @@
+"""A fake OpenAI-compatible chat-completions server on 127.0.0.1 (as vLLM, Ollama or llama.cpp serve one), for
+tests and the benchmark: every request recorded, scripted faults, configurable latency.
+
+    server = FakeOpenAI(answer=lambda body: {"verdict": "SUCCESS", "parts": []}).start()
+    server.base_url                               # -> settings.OPENAI_BASE_URL (".../v1")
+    server.script(["429", "503", "ok"])           # one fault per incoming call, then normal answers
+
+`answer(body)` returns the message: a dict (sent as JSON text), a str (sent as is), or a (text, reasoning) pair
+whose reasoning comes back as `reasoning_content`, as vLLM's reasoning parser returns it.
+Faults: "429" (Retry-After of `retry_hint` s), "500", "503", "timeout" (answers after `stall` s), "non_json" (prose),
+"empty" (no choices), "ok". Tokens: a token per 4 characters of text, 500 per image.
+Run it alone with `python -m tests.fakes.openai_server --latency 1` (prints its base URL).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+IMAGE_TOKENS = 500
+
+
+def _prompt_tokens(body: dict) -> int:
+    chars = images = 0
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+            continue
+        for part in content or []:
+            chars += len(part.get("text") or "")
+            images += part.get("type") == "image_url"
+    return math.ceil(chars / 4) + images * IMAGE_TOKENS
+
+
+def request_images(body: dict) -> list[str]:
+    """The data URLs a request carries (its images), in order."""
+    urls = []
+    for message in body.get("messages") or []:
+        if isinstance(message.get("content"), list):
+            urls += [p["image_url"]["url"] for p in message["content"] if p.get("type") == "image_url"]
+    return urls
+
+
+class FakeOpenAI:
+    def __init__(self, *, latency: float = 0.0, retry_hint: float = 0.2, stall: float = 5.0,
+                 answer: Callable[[dict], dict | str | tuple[str, str]] | None = None) -> None:
+        self.latency, self.retry_hint, self.stall = latency, retry_hint, stall
+        self.answer = answer or (lambda body: {"verdict": "SUCCESS", "parts": []})
+        self.requests: list[dict] = []
+        self._faults: deque[str] = deque()
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def script(self, faults: list[str]) -> FakeOpenAI:
+        with self._lock:
+            self._faults.extend(faults)
+        return self
+
+    def start(self) -> FakeOpenAI:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+                fake._handle(self)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def _next_fault(self) -> str:
+        with self._lock:
+            return self._faults.popleft() if self._faults else "ok"
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        raw = handler.rfile.read(int(handler.headers.get("content-length") or 0))
+        body = json.loads(raw or b"{}")
+        fault = self._next_fault()
+        with self._lock:
+            self.requests.append({"path": handler.path, "fault": fault, "body": body, "at": time.time(),
+                                  "headers": {k.lower(): v for k, v in handler.headers.items()}})
+        if handler.path.rstrip("/") != "/v1/chat/completions":
+            return self._send(handler, 404, {"error": {"message": "no such route", "type": "not_found"}})
+        time.sleep(self.stall if fault == "timeout" else self.latency)
+        if fault in ("429", "500", "503"):
+            error = {"error": {"message": f"fake {fault}", "type": "server_error", "code": fault}}
+            return self._send(handler, int(fault), error, {"Retry-After": str(self.retry_hint)})
+        return self._send(handler, 200, self._completion(body, fault))
+
+    def _completion(self, body: dict, fault: str) -> dict:
+        answer = self.answer(body)
+        text, reasoning = answer if isinstance(answer, tuple) else (answer, "")
+        text = text if isinstance(text, str) else json.dumps(text)
+        if fault == "non_json":
+            text = "Let me think. I would probably click something."
+        message = {"role": "assistant", "content": text}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        prompt = _prompt_tokens(body)
+        out = math.ceil(len(text + reasoning) / 4)
+        choices = [] if fault == "empty" else [{"index": 0, "message": message, "finish_reason": "stop"}]
+        return {"id": f"chatcmpl-fake-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", ""), "choices": choices,
+                "usage": {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out}}
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                handler.send_header(name, value)
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency", type=float, default=0.0)
+    args = parser.parse_args()
+    server = FakeOpenAI(latency=args.latency).start()
+    print(server.base_url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
