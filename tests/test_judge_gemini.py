@@ -226,3 +226,10 @@ def test_model_output_is_escaped_on_the_episode_page(db, fake_gemini, viewer_cli
     page = viewer_client.get(episode.get_absolute_url()).content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
     assert "&lt;img src=x onerror=alert(2)&gt;" in page
+
+
+def test_a_provider_without_media_resolution_gets_the_downscaled_copy_by_default(db, settings):
+    settings.OPENAI_BASE_URL, settings.OPENAI_MODEL = "http://127.0.0.1:9/v1", "qwen-test"
+    assert judge_config_for("openai-compatible").image_policy == "small"
+    with pytest.raises(JudgeError, match="media_resolution"):
+        judge_config_for("openai-compatible", None, None, "medium")

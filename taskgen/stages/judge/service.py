@@ -57,6 +57,12 @@ class JudgeRequest:
     request_hash: str
 
 
+def _default_image_policy(provider: str) -> str:
+    """settings.JUDGE_IMAGE_POLICY; for a provider without Gemini's media_resolution, the downscaled copy instead."""
+    name = settings.JUDGE_IMAGE_POLICY
+    return "small" if provider != "gemini" and judge_images.image_policy(name).media_resolution else name
+
+
 def judge_config_for(provider: str | None = None, model: str | None = None, prompt_version: str | None = None,
                      image_policy: str | None = None) -> JudgeConfig:
     """The JudgeConfig row for these choices (made if new); defaults come from settings and the prompt file."""
@@ -69,8 +75,10 @@ def judge_config_for(provider: str | None = None, model: str | None = None, prom
         raise JudgeError(f"{missing}; use --provider rules")
     # The rules baseline has one model and sends no images, whatever a form or command line passed along.
     model = RULES_MODEL if provider == "rules" else (model or provider_default_model(provider))
-    policy = "none" if provider == "rules" else (image_policy or settings.JUDGE_IMAGE_POLICY)
-    judge_images.image_policy(policy)  # fails loudly on an unknown policy name
+    policy = "none" if provider == "rules" else (image_policy or _default_image_policy(provider))
+    if judge_images.image_policy(policy).media_resolution and provider != "gemini":  # unknown names fail here too
+        raise JudgeError(f"image policy {policy!r} is Gemini's media_resolution; with {provider} use "
+                         "small, default or full")
     in_use = judge_prompt().version
     if prompt_version and prompt_version != in_use:
         # A config names the prompt its verdicts came from; another label would make comparisons lie.
