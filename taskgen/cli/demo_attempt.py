@@ -42,8 +42,9 @@ def run(options: dict, stdout, stderr) -> int:
     tasks_file.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in demo), encoding="utf-8")
     stdout.write(f"demo attempt: {len(demo)} sandbox episodes in Chromium with the scripted agent (a simulation; "
                  "about a minute)...")
-    return attempt_cli.run({"tasks": tasks_file, "agent": "scripted", "name": DEMO_RUN, "mistakes": 0.3, "seed": 0,
-                            "limit": None, "workers": options["workers"], "inline": bool(options.get("inline"))}, _Summary(stdout), stderr)
+    attempt = {"tasks": tasks_file, "agent": "scripted", "name": DEMO_RUN, "mistakes": 0.3, "seed": 0, "limit": None,
+               "workers": options["workers"], "inline": bool(options.get("inline"))}
+    return attempt_cli.run(attempt, _Summary(stdout), stderr)
 
 
 class _Summary:
