@@ -54,7 +54,7 @@ def test_ctrl_c_stops_the_web_server_and_the_worker_within_ten_seconds(tmp_path)
             banner += line
         assert f"http://127.0.0.1:{port}/" in banner and "log in as admin / " in banner
         groups = [int(p) for p in _children(demo.pid)]
-        assert len(groups) == 2  # the worker and the web server, each leading its own process group
+        assert len(groups) == 3  # two workers (judge: threads) and the web server, each leading its process group
         time.sleep(2)  # the worker has started its pool
         started = time.monotonic()
         demo.send_signal(signal.SIGINT)
@@ -64,7 +64,7 @@ def test_ctrl_c_stops_the_web_server_and_the_worker_within_ten_seconds(tmp_path)
         if demo.poll() is None:
             demo.kill()
     assert took < 10, f"stopping took {took:.1f} s"
-    assert demo.returncode == 0 and "stopped the web server and the worker" in demo.stdout.read()
+    assert demo.returncode == 0 and "stopped the web server and the workers" in demo.stdout.read()
     assert all(not _group_members(pgid) for pgid in groups)
 
 

@@ -59,5 +59,6 @@ class StageWork:
     batch: int = 1
     lease_seconds: int | None = None
     max_attempts: int = 3
+    workers: int = 0  # worker messages sent per run (0: settings.ENGINE_WORKERS_PER_RUN); each is one worker slot
     nothing_to_do: str = "nothing to do"
     run_of: Callable[[StageParams], int | None] = lambda params: None
