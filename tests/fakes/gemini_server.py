@@ -8,7 +8,10 @@ it, every request recorded, scripted faults, configurable latency.
 Batch API: `models/M:batchGenerateContent` stores the inlined requests; `GET batches/N` says running
 `batch_polls` times, then answers every request (scripted faults apply per request, in order).
 Faults: "429" (RetryInfo hint of `retry_hint` seconds), "503", "timeout" (answers after `stall` seconds),
-"non_json", "fenced" (the JSON inside a ```json fence), "no_verdict" (JSON without a verdict), "ok".
+"non_json", "fenced" (the JSON inside a ```json fence), "no_verdict" (JSON without a verdict), "bare_list" (a
+proposal's tasks as a bare JSON list, no {"tasks": ...}), "ok".
+A proposal request (its prompt asks for {"tasks": [...]}) is answered with as many tasks as it asks for ("write N"),
+each new (a counter), half of them naming a page of the request's focus; `answer` overrides this too.
 Token counts imitate Gemini's: a text token per 4 characters, 258 tokens per image up to 384 px, otherwise 258 per
 768x768 tile. Run it alone with `python -m tests.fakes.gemini_server --latency 0.3` (prints its base URL).
 """
@@ -33,6 +36,9 @@ DEFAULT_ANSWER = {"parts": [{"part": "the whole task", "done": True, "evidence":
 _PATH = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):generateContent$")
 _BATCH_CREATE = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):batchGenerateContent$")
 _BATCH_GET = re.compile(r"^/v1(?:beta)?/(?P<name>batches/[^:/?]+)$")
+_PROPOSAL = re.compile(r'\{"tasks": \[')
+_ASKED = re.compile(r"\bwrite (\d+)\b")
+_FOCUS_PAGE = re.compile(r"(/sites/[^\s,]+)")
 
 
 def inline_bytes(data: str) -> bytes:
@@ -66,7 +72,8 @@ class FakeGemini:
     def __init__(self, *, latency: float = 0.0, retry_hint: float = 0.2, stall: float = 5.0,
                  answer: Callable[[dict], dict] | None = None, count_images: bool = True) -> None:
         self.latency, self.retry_hint, self.stall = latency, retry_hint, stall
-        self.answer = answer or (lambda body: DEFAULT_ANSWER)
+        self.answer = answer or self.default_answer
+        self._proposed = 0
         self.count_images = count_images
         self.requests: list[dict] = []
         self._faults: deque[str] = deque()
@@ -175,6 +182,18 @@ class FakeGemini:
         output = {"inlinedResponses": {"inlinedResponses": answers}}
         return self._send(handler, 200, self._batch_operation(name, "BATCH_STATE_SUCCEEDED", output))
 
+    def default_answer(self, body: dict) -> dict:
+        """A judge's verdict, or for a proposal request the tasks it asks for."""
+        prompt = " ".join(p.get("text", "") for c in body.get("contents", []) for p in c.get("parts", []))
+        if not _PROPOSAL.search(prompt):
+            return DEFAULT_ANSWER
+        asked = int((_ASKED.search(prompt) or [0, "20"])[1])
+        focus = prompt.split("pages:", 1)[1].split(".\n", 1)[0] if "involve these pages:" in prompt else ""
+        pages = _FOCUS_PAGE.findall(focus) or ["the home page"]
+        with self._lock:
+            first, self._proposed = self._proposed, self._proposed + asked
+        return {"tasks": [_fake_task(first + k, pages[k % len(pages)]) for k in range(asked)]}
+
     def _error(self, code: int) -> dict:
         status = "RESOURCE_EXHAUSTED" if code == 429 else "UNAVAILABLE"
         details = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{self.retry_hint}s"}]
@@ -189,6 +208,8 @@ class FakeGemini:
             return "Here is my judgment:\n```json\n" + json.dumps(answer) + "\n```"
         if fault == "no_verdict":
             return json.dumps({"parts": answer.get("parts", [])})
+        if fault == "bare_list":
+            return json.dumps(answer.get("tasks", []), ensure_ascii=False)
         return json.dumps(answer)
 
     def _response(self, body: dict, fault: str) -> dict:
@@ -212,6 +233,12 @@ class FakeGemini:
             handler.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test): nothing to answer
+
+
+def _fake_task(number: int, page: str) -> dict:
+    if number % 5 < 2:  # two in five ask for information
+        return {"instruction": f"Open {page} and report the title of entry number {number}", "kind": "info"}
+    return {"instruction": f"Go to {page} and save entry number {number} for later", "kind": "action"}
 
 
 def main() -> None:
