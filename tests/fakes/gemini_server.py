@@ -13,7 +13,8 @@ proposal's tasks as a bare JSON list, no {"tasks": ...}), "ok".
 A proposal request (its prompt asks for {"tasks": [...]}) is answered with as many tasks as it asks for ("write N"),
 each new (a counter), half of them naming a page of the request's focus; `answer` overrides this too.
 Token counts imitate Gemini's: a text token per 4 characters, 258 tokens per image up to 384 px, otherwise 258 per
-768x768 tile. Run it alone with `python -m tests.fakes.gemini_server --latency 0.3` (prints its base URL).
+768x768 tile, or 64/256 per image under generationConfig.mediaResolution LOW/MEDIUM.
+Run it alone with `python -m tests.fakes.gemini_server --latency 0.3` (prints its base URL).
 """
 from __future__ import annotations
 
@@ -55,16 +56,23 @@ def image_tokens(data: bytes) -> int:
     return 258 * math.ceil(width / 768) * math.ceil(height / 768)
 
 
+# generationConfig.mediaResolution: the tokens an image costs whatever its size (Gemini 2.x's table); HIGH and
+# unspecified count tiles.
+MEDIA_RESOLUTION_TOKENS = {"MEDIA_RESOLUTION_LOW": 64, "MEDIA_RESOLUTION_MEDIUM": 256}
+
+
 def prompt_tokens(body: dict) -> tuple[int, int]:
     """(tokens of the text, tokens of the images) a request carries."""
     texts = [p.get("text", "") for p in (body.get("systemInstruction") or {}).get("parts", [])]
+    fixed = MEDIA_RESOLUTION_TOKENS.get((body.get("generationConfig") or {}).get("mediaResolution") or "")
     images = 0
     for content in body.get("contents", []):
         for part in content.get("parts", []):
             texts.append(part.get("text", ""))
             inline = part.get("inlineData")
             if inline:
-                images += image_tokens(inline_bytes(inline["data"]))
+                tiled = image_tokens(inline_bytes(inline["data"]))  # decoded either way: a bad image is refused
+                images += fixed or tiled
     return math.ceil(sum(len(t) for t in texts) / 4), images
 
 
