@@ -28,6 +28,16 @@ class AgentError(RuntimeError):
     """The agent cannot attempt this task (for the scripted agent: the task has no known solution)."""
 
 
+class AgentStop(Exception):  # noqa: N818 (a clean end of an episode, not an error)
+    """The episode ends here, cleanly, for a reason the record keeps: `finished` says which kind (bad_element,
+    off_site), `reason` says it in words."""
+
+    def __init__(self, finished: str, reason: str) -> None:
+        super().__init__(reason)
+        self.finished = finished
+        self.reason = reason
+
+
 def find_element(elements: list[dict], target: dict) -> dict | None:
     """The first element matching a solution step's target: by name, exact text, text prefix, or link."""
     def hit(e: dict) -> bool:

@@ -7,8 +7,9 @@ tests and the benchmark: every request recorded, scripted faults, configurable l
 
 `answer(body)` returns the message: a dict (sent as JSON text), a str (sent as is), or a (text, reasoning) pair
 whose reasoning comes back as `reasoning_content`, as vLLM's reasoning parser returns it.
-Faults: "429" (Retry-After of `retry_hint` s), "500", "503", "timeout" (answers after `stall` s), "non_json" (prose),
-"empty" (no choices), "ok". Tokens: a token per 4 characters of text, 500 per image.
+Faults: "429" (Retry-After of `retry_hint` s), "500", "503", "timeout" (answers after `stall` s), "non_json"
+(prose, in place of the next answer), "empty" (no choices), "ok".
+Tokens: a token per 4 characters of text, 500 per image.
 Run it alone with `python -m tests.fakes.openai_server --latency 1` (prints its base URL).
 """
 from __future__ import annotations
@@ -108,11 +109,10 @@ class FakeOpenAI:
         return self._send(handler, 200, self._completion(body, fault))
 
     def _completion(self, body: dict, fault: str) -> dict:
-        answer = self.answer(body)
+        # A garbage answer stands in for the scripted one (a policy's next answer is not used up by it).
+        answer = "Let me think. I would probably click something." if fault == "non_json" else self.answer(body)
         text, reasoning = answer if isinstance(answer, tuple) else (answer, "")
         text = text if isinstance(text, str) else json.dumps(text)
-        if fault == "non_json":
-            text = "Let me think. I would probably click something."
         message = {"role": "assistant", "content": text}
         if reasoning:
             message["reasoning_content"] = reasoning
