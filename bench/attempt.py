@@ -34,10 +34,15 @@ def _episode_window(env: dict, name: str) -> float:
     return float(out.strip().splitlines()[-1])
 
 
-def _shares(run_dir: Path) -> dict:
+def _shares(env: dict, name: str) -> dict:
+    """Where the episodes' time went, from their work units' results (each episode's timings)."""
+    code = (f"import json; from taskgen.models import WorkUnit as U; print(json.dumps([u.get('timings', {{}}) for u in "
+            f"U.objects.filter(pipeline_run__params__name={name!r}, status='done').values_list('result', flat=True)]))")
+    out = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env, check=True,
+                         capture_output=True, text=True).stdout
     totals: dict[str, float] = {}
-    for path in (run_dir / ".attempt").glob("*.json"):
-        for key, seconds in json.loads(path.read_text())["timings"].items():
+    for timings in json.loads(out.strip().splitlines()[-1]):
+        for key, seconds in timings.items():
             totals[key] = totals.get(key, 0.0) + seconds
     server = totals.get("sandbox_server", 0.0)
     browser = max(0.0, totals.get("browser", 0.0) - server)  # the browser phase waits on the server's pages
@@ -54,7 +59,7 @@ def bench(workers: int, episodes: int, var: Path) -> None:
     wall = _manage(env, "taskgen", "attempt", "--tasks", "sandbox/tasks.jsonl", "--agent", "scripted",
                    "--name", name, "--limit", str(episodes), "--workers", str(workers), "--mistakes", "0.3")
     window = _episode_window(env, name)
-    shares = _shares(var / "data" / "attempts" / name)
+    shares = _shares(env, name)
     print(f"workers={workers}: {episodes} episodes in {window:.1f}s of episodes = {episodes * 60 / window:.1f} "
           f"episodes/min ({episodes * 60 / wall:.1f}/min counting worker start and import, {wall:.1f}s); "
           f"time in the browser {shares['browser']:.0%}, in the app {shares['app']:.0%} "

@@ -76,6 +76,16 @@ class JudgeForm(StageForm):
                                      help_text="default: longest side 1,024 px; small: 768 px; full: as stored.")
     batch = forms.BooleanField(required=False, help_text="Use the provider's batch API (cheaper, slower).")
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["provider"].initial = settings.JUDGE_PROVIDER  # read now: tests and deployments set it late
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("provider") == "rules":
+            data["model"] = ""  # the baseline has one model; a name typed here would only mislead the stored params
+        return data
+
 
 class ValidateForm(StageForm):
     stage, title = "validate", "Validate a judge"
@@ -96,6 +106,12 @@ class ExportForm(StageForm):
     budget = forms.IntegerField(min_value=1, initial=settings.EXPORT_BUDGET,
                                 help_text="Steps (rows); the last episode may pass it, as in the reference.")
     out_dir = _path_field("Folder to write", required=False)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        configs = list(self.fields["judge_config"].queryset[:2])
+        if len(configs) == 1:  # the only judge config is the one meant: no need to make the admin pick it
+            self.fields["judge_config"].initial = configs[0].pk
 
 
 STAGE_FORMS: dict[str, type[StageForm]] = {

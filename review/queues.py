@@ -83,10 +83,10 @@ def _label_count() -> Coalesce:
 
 def queue_open(queue: Queue) -> QuerySet[Episode]:
     """Episodes of the queue that still need labels (fewer than K)."""
-    scope = queue_scope(queue).annotate(label_count=_label_count())
+    scope = queue_scope(queue)
     if queue.labels_needed == 1:  # the common case: "no label yet" is an anti-join, far cheaper than counting
-        return scope.filter(~Exists(Label.objects.filter(episode=OuterRef("pk"))))
-    return scope.filter(label_count__lt=queue.labels_needed)
+        return scope.filter(~Exists(Label.objects.filter(episode=OuterRef("pk")))).annotate(label_count=Value(0))
+    return scope.annotate(label_count=_label_count()).filter(label_count__lt=queue.labels_needed)
 
 
 def queue_available(queue: Queue, reviewer) -> QuerySet[Episode]:

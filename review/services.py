@@ -253,13 +253,13 @@ def queue_take_next(*, queue: Queue, reviewer, skip: int | None = None) -> Episo
     reviewers asking at once get different episodes: on PostgreSQL the candidate row is locked with SKIP LOCKED;
     elsewhere the reservation's unique (queue, episode) constraint and a conditional update decide who wins.
     """
-    now = timezone.now()
     if skip:
         Reservation.objects.filter(queue=queue, reviewer=reviewer, episode_id=skip).delete()
-    held = (Reservation.objects.filter(queue=queue, reviewer=reviewer, expires_at__gt=now)
-            .filter(episode__in=queues.queue_available(queue, reviewer).values("pk")).select_related("episode").first())
-    if held:
-        return held.episode
+    held = Reservation.objects.filter(queue=queue, reviewer=reviewer, expires_at__gt=timezone.now()).filter(
+        episode__in=queues.queue_available(queue, reviewer).values("pk")).values("episode_id")
+    # the caller only needs the id (to open the page): never the episode's large evidence columns
+    if held_episode := Episode.objects.only("id").filter(pk__in=held).order_by("pk").first():
+        return held_episode
     for _attempt in range(20):
         episode = _claim_one(queue=queue, reviewer=reviewer, skip=skip)
         if episode is not False:
@@ -269,9 +269,10 @@ def queue_take_next(*, queue: Queue, reviewer, skip: int | None = None) -> Episo
 
 def _claim_one(*, queue: Queue, reviewer, skip: int | None):
     """One try at reserving an item: the episode, None when the queue is empty for this reviewer, False on a race."""
+    available = queues.queue_available(queue, reviewer).exclude(pk=skip or 0).only("id")
     with transaction.atomic():
-        episode = next(filter(None, (_lockable(part).first() for part in queues.queue_in_order(
-            queue, queues.queue_available(queue, reviewer).exclude(pk=skip or 0)))), None)
+        episode = next(filter(None, (_lockable(part).first() for part in queues.queue_in_order(queue, available))),
+                       None)
         if episode is None:
             return None
         return episode if _reserve(queue=queue, episode=episode, reviewer=reviewer) else False
@@ -284,20 +285,25 @@ def _lockable(candidates):
     return candidates
 
 
+_RESERVE_SQL = """
+INSERT INTO review_reservation (queue_id, episode_id, reviewer_id, expires_at, created_at)
+VALUES (%(queue)s, %(episode)s, %(reviewer)s, %(until)s, %(now)s)
+ON CONFLICT (queue_id, episode_id) DO UPDATE SET reviewer_id = excluded.reviewer_id, expires_at = excluded.expires_at
+WHERE review_reservation.expires_at <= %(now)s OR review_reservation.reviewer_id = %(reviewer)s
+RETURNING id"""
+
+
 def _reserve(*, queue: Queue, episode: Episode, reviewer) -> bool:
+    """Reserve the item, or take over an expired reservation (or our own) only if it is still expired when we
+    write: one conditional upsert (PostgreSQL and SQLite), no read-then-write race and no savepoint."""
     now = timezone.now()
     until = now + timedelta(minutes=settings.REVIEW_RESERVATION_MINUTES)
-    # Take over an expired (or our own) reservation only if it is still expired when we write: a conditional update.
-    taken = Reservation.objects.filter(queue=queue, episode=episode).filter(
-        expires_at__lte=now) | Reservation.objects.filter(queue=queue, episode=episode, reviewer=reviewer)
-    if taken.update(reviewer=reviewer, expires_at=until):
-        return True
-    try:
-        with transaction.atomic():
-            Reservation.objects.create(queue=queue, episode=episode, reviewer=reviewer, expires_at=until)
-    except IntegrityError:
-        return False  # someone else reserved it between our read and our write
-    return True
+    adapt = connection.ops.adapt_datetimefield_value  # each backend's stored form (SQLite: naive UTC text)
+    params = {"queue": queue.pk, "episode": episode.pk, "reviewer": reviewer.pk, "now": adapt(now),
+              "until": adapt(until)}
+    with connection.cursor() as cursor:
+        cursor.execute(_RESERVE_SQL, params)
+        return cursor.fetchone() is not None
 
 
 def reservation_release(*, queue: Queue, reviewer) -> int:

@@ -212,7 +212,6 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 # Separate queues so judge calls and browser episodes scale on their own workers.
 CELERY_TASK_ROUTES = {
     "taskgen.stages.judge.tasks.*": {"queue": "judge"},
-    "taskgen.stages.attempt.tasks.*": {"queue": "browser"},
 }
 REDIS_URL = env_str("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "")
 
@@ -247,6 +246,10 @@ MODEL_PRICES = {
     "gemini-2.5-flash": (0.30, 2.50),
     "gemini-2.5-pro": (1.25, 10.00),
 }
+# The propose stage (its model is the provider's model setting): the prompt file, and how many tries a batch gets
+# (a busy model is tried again later, never waited for in a worker slot).
+PROPOSE_PROMPT_FILE = env_str("TASKGEN_PROPOSE_PROMPT_FILE", "")
+PROPOSE_MAX_ATTEMPTS = env_int("TASKGEN_PROPOSE_MAX_ATTEMPTS", 5, minimum=1)
 EXPORT_BUDGET = env_int("TASKGEN_EXPORT_BUDGET", 27644, minimum=1)
 # Threads writing an export's files: file creation is the kernel's work, which runs in parallel on each core; more
 # threads than cores only contend for Python's lock (on 2 cores, 4 threads were slower than 1).

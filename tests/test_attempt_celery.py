@@ -1,4 +1,5 @@
-"""`attempt` through a real Celery worker process: two episodes at once, each with only its own evidence."""
+"""`attempt` on the engine through a real Celery worker process: two episodes at once, each with only its own
+evidence; progress from the units."""
 from __future__ import annotations
 
 import json
@@ -14,8 +15,8 @@ from django.conf import settings
 from django.db import connection
 
 from sandbox.catalog import sandbox_tasks
+from taskgen.engine.control import run_start
 from taskgen.models import PipelineRun, Run
-from taskgen.stages.attempt.tasks import attempt_start
 
 pytestmark = [pytest.mark.celery_worker, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 TASK_IDS = ["sb-shop-013", "sb-mail-016", "sb-booking-013", "sb-shop-018"]
@@ -64,12 +65,14 @@ def test_attempt_runs_each_episode_as_a_celery_task_and_imports_the_run(tmp_path
     tasks_file.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks), encoding="utf-8")
     worker = _worker(tmp_path, db_url)
     try:
-        pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="celery-run", mistakes=0.0)
+        pipeline_run = run_start(stage="attempt", params={"tasks_file": str(tasks_file), "agent": "scripted",
+                                                          "name": "celery-run", "mistakes": 0.0})
         row = _wait_done(pipeline_run.pk, worker, tmp_path / "worker.log")
     finally:
         worker.terminate()
         worker.wait(timeout=30)
     assert (row.status, row.done, row.failed) == (PipelineRun.Status.DONE, 4, 0), row.errors
+    assert sorted(row.units.values_list("key", "status")) == sorted((t, "done") for t in TASK_IDS)
     run = Run.objects.get(name="celery-run")
     assert row.result["verifier_pass"] == 4 and run.episodes.count() == 4
     for episode in run.episodes.select_related("task", "site"):

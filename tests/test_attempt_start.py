@@ -8,11 +8,25 @@ import pytest
 from django.core.management import call_command
 
 from sandbox.catalog import sandbox_tasks
-from taskgen.models import PipelineRun
-from taskgen.stages.attempt.service import AttemptError, attempt_prepare, attempt_tasks_read
-from taskgen.stages.attempt.tasks import attempt_start
+from taskgen.engine.control import ResumeError, run_cancel, run_resume, run_start
+from taskgen.engine.units import Status
+from taskgen.models import PipelineRun, WorkUnit
+from taskgen.stages.attempt.service import AttemptError, attempt_tasks_read
+from taskgen.stages.attempt.work import AttemptParams
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def sent(monkeypatch):
+    """Workers sent for a run (no broker here): (pipeline_run_id, workers) pairs."""
+    calls = []
+    monkeypatch.setattr("taskgen.engine.control.dispatch_on_commit", lambda pk, n: calls.append((pk, n)))
+    return calls
+
+
+def attempt_start(**params):
+    return run_start(stage="attempt", params={**params, "tasks_file": str(params["tasks_file"])})
 
 
 @pytest.fixture
@@ -22,11 +36,15 @@ def tasks_file(tmp_path):
     return path
 
 
-def test_attempt_start_writes_the_run_dir_and_a_queued_pipeline_run(tasks_file, settings):
+def test_attempt_start_writes_the_run_dir_and_one_unit_per_episode(tasks_file, settings, sent):
     pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="r1", mistakes=0.2, seed=3,
-                                 limit=2)
-    assert (pipeline_run.stage, pipeline_run.status, pipeline_run.total) == ("attempt", "queued", 2)
-    assert pipeline_run.params["agent_name"] == "scripted (simulation)" and pipeline_run.params["seed"] == 3
+                                 limit=2, agent_options={"temperature": 0})
+    assert (pipeline_run.stage, pipeline_run.status, pipeline_run.total) == ("attempt", "running", 2)
+    params = AttemptParams.from_json(pipeline_run.params)
+    assert (params.seed, params.mistakes, params.limit, params.agent_options) == (3, 0.2, 2, {"temperature": 0})
+    assert list(pipeline_run.units.values_list("key", "status")) == [("sb-shop-001", "queued"),
+                                                                     ("sb-shop-002", "queued")]
+    assert sent == [(pipeline_run.pk, 2)]
     run_dir = settings.DATA_ROOT / "attempts" / "r1"
     assert [json.loads(x)["task_id"] for x in (run_dir / "tasks.jsonl").read_text().splitlines()] == \
         ["sb-shop-001", "sb-shop-002"]
@@ -36,6 +54,9 @@ def test_attempt_start_writes_the_run_dir_and_a_queued_pipeline_run(tasks_file, 
     ({"agent": "gpt"}, "unknown agent 'gpt'"),
     ({"name": "../escape"}, "plain name"),
     ({"mistakes": 1.5}, "between 0 and 1"),
+    ({"mistakes": "lots"}, "must be a number"),
+    ({"limit": 0}, "at least 1"),
+    ({"agent_options": ["x"]}, "JSON object"),
 ])
 def test_attempt_start_refuses_bad_parameters(tasks_file, kwargs, message):
     with pytest.raises(AttemptError, match=message):
@@ -44,9 +65,10 @@ def test_attempt_start_refuses_bad_parameters(tasks_file, kwargs, message):
 
 
 def test_a_run_name_is_used_once(tasks_file):
-    attempt_prepare(tasks_file=tasks_file, agent="scripted", name="twice")
+    attempt_start(tasks_file=tasks_file, agent="scripted", name="twice")
     with pytest.raises(AttemptError, match="already exists"):
-        attempt_prepare(tasks_file=tasks_file, agent="scripted", name="twice")
+        attempt_start(tasks_file=tasks_file, agent="scripted", name="twice")
+    assert PipelineRun.objects.count() == 1
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -73,32 +95,24 @@ def test_the_command_reports_bad_input_and_exits_2(tmp_path):
     assert "cannot read the tasks file" in err.getvalue()
 
 
-def test_a_cancelled_attempt_resumes_only_the_episodes_without_an_outcome(tasks_file, monkeypatch,
-                                                                          django_capture_on_commit_callbacks):
-    from taskgen.stages.attempt.service import OUTCOMES
-    from taskgen.stages.attempt.tasks import attempt_episode_task, attempt_resume
-
-    pipeline_run = attempt_prepare(tasks_file=tasks_file, agent="scripted", name="r-resume")
-    run_dir = attempt_run_dir_of(pipeline_run)
-    (run_dir / OUTCOMES / "sb-shop-001.json").write_text('{"task_id": "sb-shop-001"}')
-    PipelineRun.objects.filter(pk=pipeline_run.pk).update(status=PipelineRun.Status.CANCELLED)
-    queued = []
-    monkeypatch.setattr(attempt_episode_task, "delay", lambda run_id, task_id: queued.append((run_id, task_id)))
-    with django_capture_on_commit_callbacks(execute=True):
-        resumed = attempt_resume(pipeline_run=pipeline_run)
-    assert resumed.pk == pipeline_run.pk and resumed.status == PipelineRun.Status.QUEUED
-    assert queued == [(pipeline_run.pk, "sb-shop-002"), (pipeline_run.pk, "sb-shop-003")]
+def test_a_cancelled_attempt_resumes_only_the_episodes_not_done(tasks_file, sent):
+    pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="r-resume")
+    WorkUnit.objects.filter(pipeline_run=pipeline_run, key="sb-shop-001").update(status=Status.DONE,
+                                                                                 result={"task_id": "sb-shop-001"})
+    WorkUnit.objects.filter(pipeline_run=pipeline_run, key="sb-shop-002").update(status=Status.FAILED, attempts=3,
+                                                                                 last_error="the browser died")
+    assert run_cancel(pipeline_run=pipeline_run)
+    resumed = run_resume(pipeline_run=pipeline_run)
+    assert resumed.pk == pipeline_run.pk and resumed.status == PipelineRun.Status.RUNNING
+    units = dict(pipeline_run.units.values_list("key", "status"))
+    assert units == {"sb-shop-001": "done", "sb-shop-002": "queued", "sb-shop-003": "queued"}
+    assert pipeline_run.units.get(key="sb-shop-002").attempts == 0
+    assert sent[-1] == (pipeline_run.pk, 2)
 
 
-def test_an_attempt_still_running_is_not_resumed(tasks_file):
-    from taskgen.stages.attempt.tasks import attempt_resume
-
-    pipeline_run = attempt_prepare(tasks_file=tasks_file, agent="scripted", name="r-busy")
-    with pytest.raises(AttemptError, match="only a failed or cancelled attempt"):
-        attempt_resume(pipeline_run=pipeline_run)
-
-
-def attempt_run_dir_of(pipeline_run):
-    from pathlib import Path
-
-    return Path(pipeline_run.params["run_dir"])
+def test_an_attempt_with_every_episode_done_has_nothing_to_resume(tasks_file):
+    pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="r-done")
+    pipeline_run.units.update(status=Status.DONE)
+    PipelineRun.objects.filter(pk=pipeline_run.pk).update(status=PipelineRun.Status.DONE)
+    with pytest.raises(ResumeError, match="nothing to resume"):
+        run_resume(pipeline_run=pipeline_run)

@@ -49,6 +49,14 @@ def _start_download_export(request: HttpRequest, form: StageForm) -> HttpRespons
     return redirect(export)
 
 
+def _say_started(request: HttpRequest, pipeline_run: PipelineRun) -> None:
+    nothing = (pipeline_run.result or {}).get("nothing_to_do") if pipeline_run.is_finished else None
+    if nothing:
+        messages.info(request, f"{pipeline_run}: {nothing[:1].upper()}{nothing[1:]}.")
+    else:
+        messages.success(request, f"Started {pipeline_run}.")
+
+
 @require_POST
 @require_role(Role.ADMIN)
 def pipeline_start(request: HttpRequest, stage: str) -> HttpResponse:
@@ -63,7 +71,7 @@ def pipeline_start(request: HttpRequest, stage: str) -> HttpResponse:
         except START_ERRORS as exc:
             form.add_error(None, str(exc))
         else:
-            messages.success(request, f"Started {pipeline_run}.")
+            _say_started(request, pipeline_run)
             return redirect(pipeline_run)
     forms = {name: (form if name == stage else cls()) for name, cls in STAGE_FORMS.items()}
     return _list_page(request, forms, status=400)
@@ -79,9 +87,14 @@ def pipeline_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @require_role(Role.ADMIN)
 def pipeline_progress(request: HttpRequest, pk: int) -> HttpResponse:
-    """The progress partial htmx polls; once the run has ended it answers 286 so the polling stops."""
+    """The progress partial htmx polls, with the run's actions (and on its own page, its result) swapped out of band
+    so a finished run loses its Cancel and shows its summary; once the run has ended it answers 286 to stop polling."""
     pipeline_run = get_object_or_404(selectors.pipeline_runs(), pk=pk)
-    html = render_to_string("review/_pipeline_progress.html", {"pr": pipeline_run}, request=request)
+    detail = request.GET.get("detail") == "1"
+    context = {"pr": pipeline_run, "detail": detail, "oob": True}
+    parts = ["review/_pipeline_progress.html", "review/_pipeline_actions.html"]
+    parts += ["review/_pipeline_result.html"] if detail else []
+    html = "".join(render_to_string(name, context, request=request) for name in parts)
     return HttpResponseStopPolling(html) if pipeline_run.is_finished else HttpResponse(html)
 
 

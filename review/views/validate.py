@@ -54,6 +54,10 @@ class ValidateForm(forms.Form):
         return data
 
 
+SAME_CONFIG = ("{config} is already the judge config shown (the most used on these runs): a side by side with itself "
+               "compares nothing. Choose a different config to compare with.")
+
+
 def _form(request: HttpRequest) -> ValidateForm:
     """The submitted choices; with none, the newest run against its verifiers, so the page opens on figures."""
     if request.GET:
@@ -70,8 +74,9 @@ def _choices(form: ValidateForm) -> dict | None:
     runs = list(data["runs"])
     data["runs"] = runs
     data["config"] = data["config"] or default_config(runs=runs)
-    if data["compare"] == data["config"]:  # the default config picked as its own comparison: nothing to compare
-        data["compare"] = None
+    if data["compare"] and data["compare"] == data["config"]:  # the default config picked as its own comparison
+        form.add_error("compare", SAME_CONFIG.format(config=data["config"]))
+        return None
     return data if data["config"] else None
 
 
@@ -125,7 +130,9 @@ def validate_page(request: HttpRequest) -> HttpResponse:
 
 
 def _download_choices(request: HttpRequest) -> dict:
-    data = _choices(ValidateForm(request.GET))
+    query = request.GET.copy()
+    query.pop("compare", None)  # a download has the one config's figures: the side by side plays no part
+    data = _choices(ValidateForm(query))
     if data is None:
         raise ValidateError("choose runs that have judgments (and a reviewer for one reviewer's labels)")
     return data

@@ -47,7 +47,7 @@ class _Summary:
         self.out = out
 
     def write(self, text: str) -> None:
-        if not text.startswith("  "):
+        if not text.startswith(("  ", "[")):  # per-episode lines and the progress bar
             self.out.write(f"demo attempt: {text}")
 
     def flush(self) -> None:

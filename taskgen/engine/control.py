@@ -63,7 +63,7 @@ def run_resume(*, pipeline_run: PipelineRun) -> PipelineRun:
         PipelineRun.objects.filter(pk=locked.pk).update(status=PipelineRun.Status.RUNNING, finished_at=None,
                                                         woken_at=None)
         if reopened or still_open:
-            dispatch_on_commit(locked.pk, min(reopened + still_open, settings.ENGINE_WORKERS_PER_RUN))
+            dispatch_on_commit(locked.pk, min(still_open, settings.ENGINE_WORKERS_PER_RUN))  # reopened ones included
         else:
             run_finish_if_settled(pipeline_run_id=locked.pk)
     pipeline_run.refresh_from_db()

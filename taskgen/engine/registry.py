@@ -1,9 +1,8 @@
 """Every stage an admin can start from the app, behind one call: `stage_start(stage=..., params=..., user=...)`.
 
-Stages on the engine (taskgen/engine/stage_table.py: judge) start, cancel and resume through taskgen/engine/control.py.
-Import, validate and export still run as one Celery task of ours (`taskgen.engine.stage_runs`); attempt queues its
-own episodes. The attempt module is looked up when it starts, not when the web process imports this one: it pulls in
-the browser harness, which pages never need.
+Stages on the engine (taskgen/engine/stage_table.py: attempt, judge, propose) start, cancel and resume through
+taskgen/engine/control.py.
+Import, validate and export still run as one Celery task of ours (`taskgen.engine.stage_runs`).
 """
 from __future__ import annotations
 
@@ -46,11 +45,10 @@ def import_begin(*, params: dict, user) -> PipelineRun:
 
 
 def attempt_begin(*, params: dict, user) -> PipelineRun:
-    start = stage_function("taskgen.stages.attempt.tasks", "attempt_start")
+    """An attempt from the page: its tasks file must be under the data root."""
     tasks_file = existing_file_under_data_root(raw=params["tasks_file"])
-    return start(tasks_file=tasks_file, agent=params["agent"], name=params.get("name") or "",
-                 mistakes=params.get("mistakes") or 0, seed=params.get("seed") or 0, limit=params.get("limit"),
-                 user=user)
+    return run_start(stage=Stage.ATTEMPT, params={**params, "tasks_file": str(tasks_file)}, user=user,
+                     started_with=params)
 
 
 def judge_begin(*, params: dict, user) -> PipelineRun:
@@ -60,6 +58,10 @@ def judge_begin(*, params: dict, user) -> PipelineRun:
         return start(run=Run.objects.get(pk=config.run), config=JudgeConfig.objects.get(pk=config.config_id),
                      user=user, batch=True)
     return run_start(stage=Stage.JUDGE, params=params, user=user, started_with=params)
+
+
+def propose_begin(*, params: dict, user) -> PipelineRun:
+    return run_start(stage=Stage.PROPOSE, params=params, user=user, started_with=params)
 
 
 def validate_begin(*, params: dict, user) -> PipelineRun:
@@ -78,7 +80,7 @@ def export_begin(*, params: dict, user) -> PipelineRun:
 
 
 STARTS: dict[str, Callable[..., PipelineRun]] = {
-    Stage.IMPORT: import_begin, Stage.ATTEMPT: attempt_begin, Stage.JUDGE: judge_begin,
+    Stage.IMPORT: import_begin, Stage.PROPOSE: propose_begin, Stage.ATTEMPT: attempt_begin, Stage.JUDGE: judge_begin,
     Stage.VALIDATE: validate_begin, Stage.EXPORT: export_begin,
 }
 
@@ -115,7 +117,7 @@ def pipeline_run_cancel(*, pipeline_run: PipelineRun) -> bool:
 
 def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
     """Run again what is not done. A run on the engine reopens its own units (however it was started); our own
-    one-task stages reopen the same PipelineRun; attempt resumes its episodes without an outcome; a batch judge
+    one-task stages reopen the same PipelineRun; a batch judge
     run starts again with the same values (its start skips judged episodes)."""
     if _on_engine(pipeline_run):
         return run_resume(pipeline_run=pipeline_run)
@@ -129,8 +131,6 @@ def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
                 pipeline_run_enqueue(pipeline_run=pipeline_run)
         pipeline_run.refresh_from_db()
         return pipeline_run
-    if pipeline_run.stage == Stage.ATTEMPT:
-        return stage_function("taskgen.stages.attempt.tasks", "attempt_resume")(pipeline_run=pipeline_run, user=user)
     started_with = (pipeline_run.params or {}).get("started_with")
     if started_with is None:
         raise ResumeError("this run was not started from the app, so its start values are unknown")

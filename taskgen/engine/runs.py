@@ -37,18 +37,22 @@ def run_finish_if_settled(*, pipeline_run_id: int) -> bool:
         counts = unit_counts(pipeline_run_id=pipeline_run_id)
         pipeline_run.done, pipeline_run.failed = counts[Status.DONE], counts[Status.FAILED]
         pipeline_run.result = run_summary(pipeline_run=pipeline_run)
-        pipeline_run.status = PipelineRun.Status.DONE
+        failed = "summary_error" in pipeline_run.result  # e.g. an attempt's import: a resume runs it again
+        pipeline_run.status = PipelineRun.Status.FAILED if failed else PipelineRun.Status.DONE
+        if failed:
+            pipeline_run.errors = [*pipeline_run.errors, pipeline_run.result["summary_error"]][-MAX_ERRORS_KEPT:]
         pipeline_run.finished_at = timezone.now()
-        pipeline_run.save(update_fields=["done", "failed", "result", "status", "finished_at"])
+        pipeline_run.save(update_fields=["done", "failed", "result", "status", "finished_at", "errors"])
     return True
 
 
 def run_summary(*, pipeline_run: PipelineRun) -> dict:
-    """The stage's summary of a settled run (or the reason it could not be made)."""
+    """The stage's summary of a settled run (or the reason it could not be made: its writes are rolled back)."""
     work = stage_work(pipeline_run.stage)
     params = work.read(pipeline_run.params)
     try:
-        summary = dict(work.finish(pipeline_run, params, pipeline_run.failed))
+        with transaction.atomic():
+            summary = dict(work.finish(pipeline_run, params, pipeline_run.failed))
     except Exception as exc:  # the units are settled either way; the summary says what went wrong
         log.exception("summary of %s failed", pipeline_run)
         summary = {"summary_error": f"{type(exc).__name__}: {exc}"}

@@ -1,10 +1,12 @@
 """The stages the engine runs, by name: each stage folder declares its StageWork in `work.py`."""
 from __future__ import annotations
 
+from taskgen.stages.attempt.work import ATTEMPT_WORK
 from taskgen.stages.contract import StageWork
 from taskgen.stages.judge.work import JUDGE_WORK
+from taskgen.stages.propose.work import PROPOSE_WORK
 
-ENGINE_STAGES: dict[str, StageWork] = {work.name: work for work in (JUDGE_WORK,)}
+ENGINE_STAGES: dict[str, StageWork] = {work.name: work for work in (ATTEMPT_WORK, JUDGE_WORK, PROPOSE_WORK)}
 
 
 class UnknownStage(LookupError):

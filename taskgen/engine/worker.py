@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 
 from django.conf import settings
+from django.db import connection
 
 from taskgen.engine.runs import run_error, run_finish_if_settled, run_refresh
 from taskgen.engine.stage_table import stage_work
@@ -49,21 +51,47 @@ def work(*, pipeline_run_id: int, owner: str, slice_seconds: float | None = None
     return next_due_in(pipeline_run_id=pipeline_run_id)
 
 
+class Heartbeat:
+    """Renews the lease of the units still in hand every third of a lease while they are worked on, from a thread of
+    its own: a unit may take longer than its lease (an attempt's episode), and a killed worker's heart stops with it,
+    so its lease runs out and the reconciler hands the unit to another worker."""
+
+    def __init__(self, *, pks: list[int], owner: str, lease: int) -> None:
+        self.pks, self.owner, self.lease = list(pks), owner, lease
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True, name="engine-heartbeat")
+
+    def _beat(self) -> None:
+        try:
+            while not self.stop.wait(self.lease / 3):
+                units_extend(pks=list(self.pks), owner=self.owner, lease_seconds=self.lease)
+        except Exception:  # noqa: BLE001  (a missed beat only lets the lease run out: the reconciler's case)
+            log.warning("lease heartbeat of %s stopped", self.owner, exc_info=True)
+        finally:
+            connection.close()
+
+    def __enter__(self) -> Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+
 def _work_batch(stage: StageWork, pipeline_run: PipelineRun, params: StageParams, batch: list[Leased], *,
                 owner: str, lease: int) -> None:
     results: dict[int, object] = {}
-    renewed = time.monotonic()
-    for position, unit in enumerate(batch):
-        if len(batch) > 1 and time.monotonic() - renewed > lease / 2:
-            units_extend(pks=[u.pk for u in batch[position:]], owner=owner, lease_seconds=lease)
-            renewed = time.monotonic()
-        try:
-            results[unit.pk] = stage.do(pipeline_run, params, unit.key)
-        except RetryLater as later:
-            _again(stage, pipeline_run, unit, later)
-        except Exception as exc:  # one unit's failure is recorded on it; the batch goes on
-            log.warning("%s unit %s failed: %s", pipeline_run, unit.key, exc, exc_info=True)
-            _failed_try(stage, pipeline_run, unit, f"{type(exc).__name__}: {exc}")
+    with Heartbeat(pks=[u.pk for u in batch], owner=owner, lease=lease) as heart:
+        for position, unit in enumerate(batch):
+            heart.pks = [u.pk for u in batch[position:]]
+            try:
+                results[unit.pk] = stage.do(pipeline_run, params, unit.key)
+            except RetryLater as later:
+                _again(stage, pipeline_run, unit, later)
+            except Exception as exc:  # one unit's failure is recorded on it; the batch goes on
+                log.warning("%s unit %s failed: %s", pipeline_run, unit.key, exc, exc_info=True)
+                _failed_try(stage, pipeline_run, unit, f"{type(exc).__name__}: {exc}")
     units_done(results=results)
 
 

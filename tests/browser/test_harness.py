@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 import os
 import shutil
@@ -11,11 +12,12 @@ import socket
 import pytest
 
 from sandbox.catalog import sandbox_tasks
+from taskgen.engine.control import run_start
+from taskgen.engine.wait import run_wait
 from taskgen.harness.agents import ScriptedAgent
 from taskgen.harness.browser import browser_close, in_browser_thread
 from taskgen.harness.episode import episode_run
 from taskgen.models import Episode, PipelineRun, Run, Screenshot
-from taskgen.stages.attempt.service import attempt_episode, attempt_prepare
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -77,14 +79,15 @@ def test_attempt_writes_a_run_dir_imports_it_and_records_a_crash_as_failed(chrom
     tasks_file = tmp_path / "tasks.jsonl"
     tasks_file.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks), encoding="utf-8")
 
-    pipeline_run = attempt_prepare(tasks_file=tasks_file, agent="scripted", name="t-run", mistakes=0.0)
-    for t in tasks:
-        attempt_episode(pipeline_run_id=pipeline_run.pk, task_id=t["task_id"])
-    assert attempt_episode(pipeline_run_id=pipeline_run.pk, task_id="sb-shop-003") is None  # safe to run twice
+    pipeline_run = run_start(stage="attempt", params={"tasks_file": str(tasks_file), "agent": "scripted",
+                                                      "name": "t-run", "mistakes": 0.0})
+    run_wait(pipeline_run=pipeline_run, stream=io.StringIO(), work_here=1, stall_seconds=120)  # the engine, here
 
     pipeline_run.refresh_from_db()
     assert (pipeline_run.status, pipeline_run.done, pipeline_run.failed) == (PipelineRun.Status.DONE, 2, 1)
     assert "ERR_CONNECTION_REFUSED" in pipeline_run.errors[0]
+    crashed = pipeline_run.units.get(key="sb-crash-001")
+    assert crashed.attempts == 3 and "ERR_CONNECTION_REFUSED" in crashed.last_error  # tried again, then failed
     run_dir = settings.DATA_ROOT / "attempts" / "t-run"
     _assert_run_dir(run_dir)
     run = Run.objects.get(name="t-run")

@@ -40,3 +40,15 @@ def test_the_progress_bar_moves_and_polling_stops_when_the_run_ends(admin_page, 
     admin_page.wait_for_timeout(5000)  # two polling periods: none may come once the run has ended
     assert len(polls) == seen and seen >= 2
     assert admin_page.locator(f"#progress-{pr.pk} progress").get_attribute("value") == "10"
+
+
+def test_cancel_goes_and_the_result_summary_comes_when_the_run_ends_while_watched(admin_page, live_server):
+    pr = PipelineRun.objects.create(stage="export", status="running", total=2, done=1)
+    admin_page.goto(f"{live_server.url}{pr.get_absolute_url()}")
+    assert admin_page.locator(f"#actions-{pr.pk} button").inner_text() == "Cancel"
+    assert admin_page.locator(f"#result-{pr.pk} h2").count() == 0
+
+    PipelineRun.objects.filter(pk=pr.pk).update(done=2, status="done", result={"episodes": 2, "steps": 17})
+    admin_page.wait_for_function(f"() => document.querySelector('#result-{pr.pk} h2') !== null", timeout=15_000)
+    assert admin_page.locator(f"#actions-{pr.pk} button").count() == 0
+    assert admin_page.locator(f"#result-{pr.pk} table").inner_text().split() == ["episodes", "2", "steps", "17"]

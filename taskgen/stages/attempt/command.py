@@ -1,29 +1,28 @@
 """`taskgen attempt --tasks FILE --agent scripted --name RUN [--mistakes 0.3] [--workers N] [--limit N]`.
 
-Queues one Celery task per episode and follows the PipelineRun row until the run is imported. With --workers N
-(default 2) it starts a local Celery worker with N processes on the `browser` queue for the run's duration (any
-broker: the embedded one or Redis); --workers 0 leaves the episodes to workers already running; --inline runs
-them one by one in this process, without Celery.
+Starts an attempt on the engine (one unit per task, on the `browser` queue) and waits with a progress bar until the
+run is imported. With --workers N (default 2) it starts a local Celery worker with N processes on the `browser` queue
+for the run's duration (any broker: the embedded one or Redis); --workers 0 leaves the episodes to workers already
+running; --inline runs them one by one in this process, without Celery. Exit 1 names every episode not done
+(`taskgen resume PIPELINE_RUN` runs exactly those again).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.engine.control import run_start
+from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import PipelineRun
-from taskgen.stages.attempt.service import AttemptError, attempt_episode, attempt_finish_if_complete, attempt_prepare
-from taskgen.stages.attempt.tasks import attempt_start
+from taskgen.stages.contract import StageParamsError
 
 NAME = "attempt"
-HELP = "Run a tasks file's episodes in the browser harness (one Celery task each) and import them as a run."
-POLL_SECONDS = 1.0
+HELP = "Run a tasks file's episodes in the browser harness (one work unit each) and import them as a run."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,42 +35,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=2,
                         help="start a local Celery worker with N processes (0: use workers already running)")
     parser.add_argument("--inline", action="store_true", help="run the episodes here, one by one, without Celery")
+    parser.add_argument("--stall-seconds", type=float, default=600,
+                        help="stop waiting (exit 1) when no episode finished for this long")
 
 
 def run(options: dict, stdout, stderr) -> int:
+    params = {key: options.get(key) for key in ("agent", "name", "mistakes", "seed", "limit")}
     try:
-        start = attempt_prepare if options["inline"] else attempt_start
-        pipeline_run = start(tasks_file=options["tasks"], agent=options["agent"], name=options["name"],
-                             mistakes=options["mistakes"], seed=options["seed"], limit=options["limit"])
-    except AttemptError as exc:
+        pipeline_run = run_start(stage=PipelineRun.Stage.ATTEMPT,
+                                 params={**params, "tasks_file": str(options["tasks"])})
+    except StageParamsError as exc:
         stderr.write(f"attempt: {exc}")
         return 2
     stdout.write(f"attempt #{pipeline_run.pk}: {pipeline_run.total} episodes -> {pipeline_run.params['run_dir']}")
-    if options["inline"]:
-        _run_inline(pipeline_run, stdout)
-    else:
-        worker = _start_worker(options["workers"], pipeline_run.pk) if options["workers"] > 0 else None
-        try:
-            _follow(pipeline_run.pk, stdout)
-        finally:
-            _stop_worker(worker)
-    return _report(pipeline_run.pk, stdout, stderr)
-
-
-def _run_inline(pipeline_run: PipelineRun, stdout) -> None:
-    for n, line in enumerate(Path(pipeline_run.params["run_dir"], "tasks.jsonl").read_text().splitlines(), 1):
-        task_id = json.loads(line)["task_id"]
-        outcome = attempt_episode(pipeline_run_id=pipeline_run.pk, task_id=task_id)
-        stdout.write(f"  [{n}/{pipeline_run.total}] {task_id}: {_outcome_word(outcome)}")
-    attempt_finish_if_complete(pipeline_run_id=pipeline_run.pk)
-
-
-def _outcome_word(outcome: dict | None) -> str:
-    if outcome is None:
-        return "skipped (already done)"
-    if outcome["error"]:
-        return f"FAILED ({outcome['error']})"
-    return {True: "verifier passed", False: "verifier failed", None: "no verifier"}[outcome["ok"]]
+    inline = bool(options.get("inline"))
+    workers = 0 if inline else options.get("workers", 2)
+    worker = _start_worker(workers, pipeline_run.pk) if workers > 0 else None
+    try:
+        waited = run_wait(pipeline_run=pipeline_run, stream=stdout, work_here=1 if inline else 0,
+                          stall_seconds=options.get("stall_seconds") or 600)
+    finally:
+        _stop_worker(worker)
+    code = wait_report(waited=waited, stream=stderr)
+    return _report(waited.pipeline_run, stdout, stderr) or code
 
 
 def _start_worker(processes: int, pipeline_run_id: int) -> subprocess.Popen:
@@ -96,27 +82,15 @@ def _stop_worker(worker: subprocess.Popen | None) -> None:
         worker.wait()
 
 
-def _follow(pipeline_run_id: int, stdout) -> None:
-    last = None
-    while True:
-        row = PipelineRun.objects.get(pk=pipeline_run_id)
-        now = (row.done, row.failed, row.status)
-        if now != last:
-            stdout.write(f"  {row.done + row.failed}/{row.total} episodes ({row.failed} failed) · {row.status}")
-            last = now
-        if row.is_finished:
-            return
-        time.sleep(POLL_SECONDS)
-
-
-def _report(pipeline_run_id: int, stdout, stderr) -> int:
-    row = PipelineRun.objects.select_related("run").get(pk=pipeline_run_id)
-    for error in row.errors[-20:]:
-        stderr.write(f"  error: {error}")
-    if row.status != PipelineRun.Status.DONE:
-        stderr.write(f"attempt #{row.pk} ended {row.status}")
+def _report(pipeline_run: PipelineRun, stdout, stderr) -> int:
+    pipeline_run.refresh_from_db()
+    if pipeline_run.status != PipelineRun.Status.DONE:
+        stderr.write(f"attempt #{pipeline_run.pk} ended {pipeline_run.status}; "
+                     f"taskgen resume {pipeline_run.pk} runs what is not done")
+        for error in pipeline_run.errors[-5:]:
+            stderr.write(f"  error: {error}")
         return 1
-    r = row.result
-    stdout.write(f"run {row.run.name!r} (id {row.run.pk}): {r.get('episodes')} episodes, "
+    r, run = pipeline_run.result, pipeline_run.run
+    stdout.write(f"run {run.name!r} (id {run.pk}): {r.get('episodes')} episodes, "
                  f"{r.get('verifier_pass')} passed the verifier, {r.get('failed')} failed in the harness")
     return 0

@@ -1,19 +1,18 @@
-"""The attempt stage: run a tasks file's episodes in the browser harness, one Celery task per episode, write them
-as a reference run dir, and import that run dir as a Run when the last episode is in.
+"""The attempt stage: run a tasks file's episodes in the browser harness, write them as a reference run dir, and
+import that run dir as a Run once every episode is settled.
 
-`attempt_prepare` creates the run dir and the PipelineRun (`tasks.attempt_start` queues its episodes);
-`attempt_episode` (the Celery task, or the CLI with --inline) runs one; the last one to finish imports the run.
-The run dir is DATA_ROOT/attempts/<name>/: tasks.jsonl, one folder per task, results.jsonl, and a hidden
-.attempt/ folder with one small outcome file per finished episode (how a rerun knows an episode is done).
+Plain functions over models and files (the engine runs them: taskgen/stages/attempt/work.py). The run dir is
+DATA_ROOT/attempts/<name>/: tasks.jsonl (the tasks of the attempt), one folder per task, and results.jsonl (written
+before the import). Each episode's outcome is its work unit's result in the database, never a file to count.
 """
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
 from django.conf import settings
-from django.utils import timezone
 
 from sandbox.seed import SITES
 from sandbox.sitemap import sitemaps_sync
@@ -21,24 +20,21 @@ from taskgen.harness.agents import AgentError, agent_create
 from taskgen.harness.episode import episode_run
 from taskgen.harness.rundir import EpisodeRecord, episode_write
 from taskgen.harness.server import sandbox_base_url
-from taskgen.models import Episode, PipelineRun, Run, Site, VerifierResult
+from taskgen.models import Episode, Run, Site, VerifierResult
 from taskgen.names import is_plain_name
-from taskgen.pipeline_runs import (
-    pipeline_run_create,
-    pipeline_run_error,
-    pipeline_run_finish,
-    pipeline_run_is_cancelled,
-    pipeline_run_start,
-    pipeline_run_step,
-)
+from taskgen.stages.contract import StageParamsError
 from taskgen.stages.import_.service import import_run_dir
 
 AGENTS = {"scripted": "scripted (simulation)"}
-OUTCOMES = ".attempt"
 
 
-class AttemptError(ValueError):
+class AttemptError(StageParamsError):
     """The attempt cannot start: a bad tasks file, run name, agent or mistake rate."""
+
+
+class EpisodeFailed(RuntimeError):
+    """An episode that could not be recorded as it happened (the browser died, the site dropped a write, the agent
+    could not start): its unit fails with this reason, and a resume runs it again."""
 
 
 def attempt_tasks_read(*, tasks_file: Path, limit: int | None = None) -> list[dict]:
@@ -76,7 +72,8 @@ def attempt_run_dir(name: str) -> Path:
     return Path(settings.DATA_ROOT) / "attempts" / name
 
 
-def _check_start(*, agent: str, name: str, mistakes: float) -> None:
+def attempt_start_check(*, agent: str, name: str, mistakes: float) -> None:
+    """The start values an attempt needs: a known agent, a new plain run name, a mistake rate in 0..1."""
     if agent not in AGENTS:
         raise AttemptError(f"unknown agent {agent!r}; available: {', '.join(AGENTS)}")
     if not is_plain_name(name):
@@ -87,128 +84,69 @@ def _check_start(*, agent: str, name: str, mistakes: float) -> None:
         raise AttemptError(f"a run named {name!r} already exists; choose another --name")
 
 
-def attempt_prepare(*, tasks_file: Path, agent: str, name: str, mistakes: float = 0.3, seed: int = 0,
-                    limit: int | None = None, user=None) -> PipelineRun:
-    """Create the run dir and the PipelineRun of an attempt (its episodes are queued by the caller)."""
-    _check_start(agent=agent, name=name, mistakes=mistakes)
-    tasks = attempt_tasks_read(tasks_file=tasks_file, limit=limit)
-    run_dir = attempt_run_dir(name)
-    (run_dir / OUTCOMES).mkdir(parents=True)
+def attempt_run_dir_create(*, run_dir: Path, tasks: list[dict]) -> list[str]:
+    """The run dir with the attempt's tasks.jsonl; the task ids, in order."""
+    try:
+        run_dir.mkdir(parents=True)
+    except FileExistsError as exc:
+        raise AttemptError(f"{run_dir} already exists; choose another run name") from exc
     (run_dir / "tasks.jsonl").write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks),
                                          encoding="utf-8")
-    params = {"tasks_file": str(tasks_file), "agent": agent, "agent_name": AGENTS[agent], "name": name,
-              "mistakes": mistakes, "seed": seed, "limit": limit, "run_dir": str(run_dir),
-              "max_steps": settings.HARNESS_MAX_STEPS}
-    return pipeline_run_create(stage=PipelineRun.Stage.ATTEMPT, params=params, user=user, total=len(tasks))
-
-
-def attempt_task_ids(*, pipeline_run: PipelineRun) -> list[str]:
-    """The task ids of an attempt, in its tasks file's order."""
-    run_dir = Path(pipeline_run.params["run_dir"])
-    return [t["task_id"] for t in attempt_tasks_read(tasks_file=run_dir / "tasks.jsonl")]
-
-
-def attempt_reopen(*, pipeline_run: PipelineRun) -> list[str]:
-    """Reopen a failed or cancelled attempt; the task ids with no outcome yet, to queue again (a crashed episode
-    has one: it is recorded as failed); with none left, the run is imported now."""
-    run_dir = Path(pipeline_run.params["run_dir"])
-    done = {p.stem for p in (run_dir / OUTCOMES).glob("*.json")}
-    todo = [t["task_id"] for t in attempt_tasks_read(tasks_file=run_dir / "tasks.jsonl") if t["task_id"] not in done]
-    resumable = [PipelineRun.Status.FAILED, PipelineRun.Status.CANCELLED]
-    status = PipelineRun.Status.QUEUED if todo else PipelineRun.Status.RUNNING
-    if not PipelineRun.objects.filter(pk=pipeline_run.pk, status__in=resumable).update(
-            status=status, finished_at=None):
-        raise AttemptError(f"only a failed or cancelled attempt can be resumed; this one is {pipeline_run.status}")
-    if not todo:
-        attempt_finish_if_complete(pipeline_run_id=pipeline_run.pk)
-    return todo
-
-
-def _load(pipeline_run_id: int) -> tuple[PipelineRun, Path]:
-    pipeline_run = PipelineRun.objects.get(pk=pipeline_run_id)
-    return pipeline_run, Path(pipeline_run.params["run_dir"])
+    return [t["task_id"] for t in tasks]
 
 
 def _task(run_dir: Path, task_id: str) -> dict:
     for line in (run_dir / "tasks.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip() and json.loads(line)["task_id"] == task_id:
             return json.loads(line)
-    raise AttemptError(f"task {task_id} is not in {run_dir / 'tasks.jsonl'}")
+    raise EpisodeFailed(f"task {task_id} is not in {run_dir / 'tasks.jsonl'}")
 
 
-def attempt_episode(*, pipeline_run_id: int, task_id: str) -> dict | None:
-    """Run one episode of an attempt (skipped if already done or the run was cancelled); its outcome."""
-    pipeline_run, run_dir = _load(pipeline_run_id)
-    marker = run_dir / OUTCOMES / f"{task_id}.json"
-    if marker.exists() or pipeline_run_is_cancelled(pipeline_run_id=pipeline_run_id):
-        return None
-    if pipeline_run.status == PipelineRun.Status.QUEUED:  # the first episode starts the run's clock
-        pipeline_run_start(pipeline_run_id=pipeline_run_id)
-    record = _record(pipeline_run, run_dir, task_id)
+def attempt_episode(*, run_dir: Path, task_id: str, agent: str, mistakes: float, seed: int, agent_options: dict,
+                    max_steps: int, label: str) -> dict:
+    """Run one episode and write its folder (a rerun replaces it whole); its outcome. EpisodeFailed (after the
+    folder is written, so the evidence of the failure is kept) when the episode could not be recorded."""
+    options = {"mistake_rate": mistakes, "seed": seed, **agent_options}
+    record = _record(_task(run_dir, task_id), agent, options, max_steps, label)
     started = time.perf_counter()
-    episode_write(record=record, run_dir=run_dir)
+    shutil.rmtree(run_dir / task_id, ignore_errors=True)
+    try:
+        episode_write(record=record, run_dir=run_dir)
+    except OSError as exc:
+        raise EpisodeFailed(f"the episode's folder could not be written: {exc}") from exc
     record.timings["write"] = time.perf_counter() - started
-    outcome = {"task_id": task_id, "ok": None if record.verifier is None else record.verifier["ok"],
-               "parts": (record.verifier or {}).get("parts", []), "error": record.error,
-               "finished": record.finished, "steps": len(record.rows), "timings": record.timings}
-    marker.write_text(json.dumps(outcome, ensure_ascii=False), encoding="utf-8")
-    pipeline_run_step(pipeline_run_id=pipeline_run_id, ok=not record.error,
-                      error=f"{task_id}: {record.error}" if record.error else "")
-    attempt_finish_if_complete(pipeline_run_id=pipeline_run_id)
-    return outcome
+    if record.error:
+        raise EpisodeFailed(record.error)
+    return {"task_id": task_id, "ok": None if record.verifier is None else record.verifier["ok"],
+            "parts": (record.verifier or {}).get("parts", []), "finished": record.finished,
+            "steps": len(record.rows), "timings": record.timings}
 
 
-def _record(pipeline_run: PipelineRun, run_dir: Path, task_id: str) -> EpisodeRecord:
-    params = pipeline_run.params
-    task = _task(run_dir, task_id)
+def _record(task: dict, agent: str, options: dict, max_steps: int, label: str) -> EpisodeRecord:
     try:
-        agent = agent_create(name=params["agent"], mistake_rate=params["mistakes"], seed=params["seed"])
-    except AgentError as exc:
-        return EpisodeRecord(task=task, agent=params["agent"], error=str(exc), finished="error")
-    return episode_run(task=task, agent=agent, base_url=sandbox_base_url(), max_steps=params["max_steps"],
-                       label=f"{params['name']}/{task_id}")
+        created = agent_create(name=agent, **options)
+    except (AgentError, TypeError) as exc:
+        return EpisodeRecord(task=task, agent=agent, error=f"the agent could not start: {exc}", finished="error")
+    return episode_run(task=task, agent=created, base_url=sandbox_base_url(), max_steps=max_steps, label=label)
 
 
-def _outcomes(run_dir: Path) -> list[dict]:
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted((run_dir / OUTCOMES).glob("*.json"))]
-
-
-def attempt_finish_if_complete(*, pipeline_run_id: int) -> bool:
-    """When every episode has an outcome, import the run (exactly one caller wins the claim); True if it did."""
-    pipeline_run, run_dir = _load(pipeline_run_id)
-    if len(_outcomes(run_dir)) < pipeline_run.total:
-        return False
-    claimed = PipelineRun.objects.filter(pk=pipeline_run_id, status=PipelineRun.Status.RUNNING,
-                                         finished_at__isnull=True).update(finished_at=timezone.now())
-    if not claimed:
-        return False
-    try:
-        result = attempt_import(pipeline_run=pipeline_run, run_dir=run_dir)
-    except Exception as exc:  # the episodes are on disk; the error says what to import by hand
-        pipeline_run_error(pipeline_run_id=pipeline_run_id, error=f"import of {run_dir} failed: {exc}")
-        pipeline_run_finish(pipeline_run_id=pipeline_run_id, failed=True)
-        raise
-    pipeline_run_finish(pipeline_run_id=pipeline_run_id, result=result)
-    return True
-
-
-def attempt_import(*, pipeline_run: PipelineRun, run_dir: Path) -> dict:
-    """results.jsonl from the outcomes, then the run dir imported as a Run; failed episodes marked as failed."""
-    outcomes = _outcomes(run_dir)
-    results = "".join(json.dumps({"task_id": o["task_id"], "ok": o["ok"]}) + "\n" for o in outcomes
-                      if o["ok"] is not None)
+def attempt_import(*, run_dir: Path, name: str, agent: str, mistakes: float, outcomes: list[dict],
+                   failures: dict[str, str]) -> tuple[Run, dict]:
+    """results.jsonl from the outcomes, then the run dir imported as a Run; failed episodes marked as failed with
+    their reason. Safe to run again (the importer skips what it holds unchanged)."""
+    results = "".join(json.dumps({"task_id": o["task_id"], "ok": o["ok"]}) + "\n"
+                      for o in sorted(outcomes, key=lambda o: o["task_id"]) if o["ok"] is not None)
     (run_dir / "results.jsonl").write_text(results, encoding="utf-8")
-    params = pipeline_run.params
-    run, _ = Run.objects.get_or_create(name=params["name"], defaults={
-        "origin": Run.Origin.ATTEMPT, "agent": params["agent_name"], "source_dir": str(run_dir.absolute()),
-        "notes": f"attempted here with the {params['agent_name']} agent, mistake rate {params['mistakes']}"})
+    agent_name = AGENTS.get(agent, agent)
+    run, _ = Run.objects.get_or_create(name=name, defaults={
+        "origin": Run.Origin.ATTEMPT, "agent": agent_name, "source_dir": str(run_dir.absolute()),
+        "notes": f"attempted here with the {agent_name} agent, mistake rate {mistakes}"})
     summary = import_run_dir(run_dir=run_dir, name=run.name, verifier_source=VerifierResult.Source.SANDBOX)
-    _mark(run, outcomes)
+    _mark(run, outcomes, failures)
     _sandbox_sites_describe(run)
-    PipelineRun.objects.filter(pk=pipeline_run.pk).update(run=run)
     passed = sum(1 for o in outcomes if o["ok"])
-    return {**summary.as_dict(), "episodes": len(outcomes), "verifier_pass": passed,
-            "failed": sum(1 for o in outcomes if o["error"])}
+    return run, {**summary.as_dict(), "episodes": len(outcomes) + len(failures), "verifier_pass": passed,
+                 "failed": len(failures)}
 
 
 def _sandbox_sites_describe(run: Run) -> None:
@@ -218,11 +156,11 @@ def _sandbox_sites_describe(run: Run) -> None:
         sitemaps_sync()
 
 
-def _mark(run: Run, outcomes: list[dict]) -> None:
+def _mark(run: Run, outcomes: list[dict], failures: dict[str, str]) -> None:
     """What the importer cannot know from the files alone: which episodes failed, and the verifier's parts."""
+    for task_id, reason in failures.items():
+        Episode.objects.filter(run=run, task__task_id=task_id).update(status=Episode.Status.FAILED,
+                                                                      failure_reason=reason[:2000])
     for o in outcomes:
-        episodes = Episode.objects.filter(run=run, task__task_id=o["task_id"])
-        if o["error"]:
-            episodes.update(status=Episode.Status.FAILED, failure_reason=o["error"])
-        else:
-            VerifierResult.objects.filter(episode__in=episodes).update(detail={"parts": o["parts"]})
+        VerifierResult.objects.filter(episode__run=run, episode__task__task_id=o["task_id"]).update(
+            detail={"parts": o["parts"]})

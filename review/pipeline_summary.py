@@ -1,0 +1,74 @@
+"""What the runs pages say about a pipeline run: how long it took, in words, and its result summary as rows."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.urls import NoReverseMatch, reverse
+from django.utils import timezone
+
+# Keys a result carries for the machine (a whole manifest, the form values), not for a reader of the page.
+HIDDEN_KEYS = {"manifest", "nothing_to_do", "summary_error", "started_with"}
+LINKS = {"export_id": ("review:export_detail", "export #{}"), "run_id": ("review:run_detail", "run #{}")}
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    name: str
+    value: str
+    url: str = ""
+
+
+def duration_words(seconds: float) -> str:
+    """A duration a person reads at a glance: "0.4 s", "42 s", "3 min 12 s", "2 h 5 min" (never "0 minutes")."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s" if whole % 60 else f"{whole // 60} min"
+    hours, minutes = whole // 3600, (whole % 3600) // 60
+    return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+
+
+def run_duration(started_at: datetime | None, finished_at: datetime | None) -> str:
+    """How long a run took (or has been running), in words; empty before it started."""
+    if started_at is None:
+        return ""
+    return duration_words(((finished_at or timezone.now()) - started_at).total_seconds())
+
+
+def _shown(value: object) -> str | None:
+    """A result value as one short line, or None for what a summary row cannot show (nested records)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int | float | str):
+        return str(value)
+    if isinstance(value, list):
+        return f"{len(value)} item{'' if len(value) == 1 else 's'}"
+    return None
+
+
+def _link(name: str, value: object) -> str:
+    if name not in LINKS or not isinstance(value, int):
+        return ""
+    try:
+        return reverse(LINKS[name][0], args=[value])
+    except NoReverseMatch:
+        return ""
+
+
+def result_rows(result: dict | None) -> list[SummaryRow]:
+    """The result summary of a finished run as name/value rows, with links to what it made (an export, a run), in
+    name order: PostgreSQL's jsonb does not keep a dict's order, and the page must read the same on any database."""
+    rows = []
+    for name, value in sorted((result or {}).items()):
+        shown = _shown(value)
+        if name in HIDDEN_KEYS or shown is None:
+            continue
+        url = _link(name, value)
+        rows.append(SummaryRow(name=name.replace("_", " "), value=LINKS[name][1].format(value) if url else shown,
+                               url=url))
+    return rows

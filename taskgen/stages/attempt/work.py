@@ -1,0 +1,100 @@
+"""The attempt stage as the engine runs it: one unit per task of the tasks file (an episode in Chromium), on the
+`browser` queue; once every episode is done or failed, the run dir is imported as a Run (`finish`).
+
+A failed episode (the browser died, the site dropped a write, its folder could not be written) fails its unit with
+the reason after its tries; a resume runs exactly the units not done, and the import runs again (it is idempotent).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+
+from taskgen.models import PipelineRun, WorkUnit
+from taskgen.stages.attempt.service import (
+    AttemptError,
+    attempt_episode,
+    attempt_import,
+    attempt_run_dir,
+    attempt_run_dir_create,
+    attempt_start_check,
+    attempt_tasks_read,
+)
+from taskgen.stages.contract import StageParams, StageWork
+
+
+@dataclass(frozen=True)
+class AttemptParams(StageParams):
+    """What an attempt runs: the tasks file (its first `limit` tasks), the agent and its options, the run's name.
+    `agent_options` are handed to the agent as they are (a model agent's model, temperature...)."""
+
+    tasks_file: str
+    agent: str
+    name: str
+    mistakes: float = 0.3
+    seed: int = 0
+    limit: int | None = None
+    agent_options: dict = field(default_factory=dict)
+    run_dir: str = ""
+    max_steps: int = 20
+
+
+def _number(raw: dict, key: str, kind: type, default):
+    value = raw.get(key)
+    if value is None or value == "":
+        return default
+    try:
+        return kind(value)
+    except (TypeError, ValueError) as exc:
+        raise AttemptError(f"{key} must be a number, not {value!r}") from exc
+
+
+def attempt_params_check(raw: dict) -> AttemptParams:
+    """The parameters of an attempt from a form or the command line, checked once (raises AttemptError, a
+    StageParamsError): a readable tasks file, a known agent, a new plain run name, a mistake rate in 0..1."""
+    agent, name = str(raw.get("agent") or "scripted"), str(raw.get("name") or "")
+    mistakes, seed = _number(raw, "mistakes", float, 0.3), _number(raw, "seed", int, 0)
+    limit = _number(raw, "limit", int, None)
+    if limit is not None and limit < 1:
+        raise AttemptError("the limit must be at least 1 task")
+    options = raw.get("agent_options") or {}
+    if not isinstance(options, dict):
+        raise AttemptError("agent_options must be a JSON object")
+    attempt_start_check(agent=agent, name=name, mistakes=mistakes)
+    tasks_file = Path(str(raw.get("tasks_file") or "")).absolute()
+    attempt_tasks_read(tasks_file=tasks_file, limit=limit)
+    return AttemptParams(tasks_file=str(tasks_file), agent=agent, name=name, mistakes=mistakes, seed=seed,
+                         limit=limit, agent_options=options, run_dir=str(attempt_run_dir(name)),
+                         max_steps=settings.HARNESS_MAX_STEPS)
+
+
+def _units(params: AttemptParams) -> list[str]:
+    """The run dir with the attempt's tasks, and one unit per task id."""
+    tasks = attempt_tasks_read(tasks_file=Path(params.tasks_file), limit=params.limit)
+    return attempt_run_dir_create(run_dir=Path(params.run_dir), tasks=tasks)
+
+
+def _do(pipeline_run: PipelineRun, params: AttemptParams, key: str) -> dict:
+    return attempt_episode(run_dir=Path(params.run_dir), task_id=key, agent=params.agent, mistakes=params.mistakes,
+                           seed=params.seed, agent_options=params.agent_options, max_steps=params.max_steps,
+                           label=f"{params.name}/{key}")
+
+
+def _finish(pipeline_run: PipelineRun, params: AttemptParams, failed: int) -> dict:
+    """Import the run dir: the done units' outcomes, the failed units' reasons."""
+    units = WorkUnit.objects.filter(pipeline_run=pipeline_run).order_by("pk")
+    outcomes = [r for r in units.filter(status=WorkUnit.Status.DONE).values_list("result", flat=True) if r]
+    failures = dict(units.filter(status=WorkUnit.Status.FAILED).values_list("key", "last_error"))
+    run, summary = attempt_import(run_dir=Path(params.run_dir), name=params.name, agent=params.agent,
+                                  mistakes=params.mistakes, outcomes=outcomes, failures=failures)
+    pipeline_run.run = run
+    PipelineRun.objects.filter(pk=pipeline_run.pk).update(run=run)
+    return summary
+
+
+ATTEMPT_WORK = StageWork(
+    name=PipelineRun.Stage.ATTEMPT, check=attempt_params_check, read=AttemptParams.from_json, units=_units, do=_do,
+    finish=_finish, queue="browser", batch=1, max_attempts=3,
+    nothing_to_do="nothing to attempt: the tasks file holds no tasks",
+)
