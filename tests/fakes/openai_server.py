@@ -4,6 +4,7 @@ tests and the benchmark: every request recorded, scripted faults, configurable l
     server = FakeOpenAI(answer=lambda body: {"verdict": "SUCCESS", "parts": []}).start()
     server.base_url                               # -> settings.OPENAI_BASE_URL (".../v1")
     server.script(["429", "503", "ok"])           # one fault per incoming call, then normal answers
+    server.fault_when = lambda body: "503" if "Lyon" in str(body) else None   # faults chosen by the request
 
 `answer(body)` returns the message: a dict (sent as JSON text), a str (sent as is), or a (text, reasoning) pair
 whose reasoning comes back as `reasoning_content`, as vLLM's reasoning parser returns it.
@@ -53,6 +54,7 @@ class FakeOpenAI:
                  answer: Callable[[dict], dict | str | tuple[str, str]] | None = None) -> None:
         self.latency, self.retry_hint, self.stall = latency, retry_hint, stall
         self.answer = answer or (lambda body: {"verdict": "SUCCESS", "parts": []})
+        self.fault_when: Callable[[dict], str | None] = lambda body: None  # a fault chosen by the request itself
         self.requests: list[dict] = []
         self._faults: deque[str] = deque()
         self._lock = threading.Lock()
@@ -97,6 +99,7 @@ class FakeOpenAI:
         raw = handler.rfile.read(int(handler.headers.get("content-length") or 0))
         body = json.loads(raw or b"{}")
         fault = self._next_fault()
+        fault = self.fault_when(body) or fault if fault == "ok" else fault
         with self._lock:
             self.requests.append({"path": handler.path, "fault": fault, "body": body, "at": time.time(),
                                   "headers": {k.lower(): v for k, v in handler.headers.items()}})
