@@ -1,49 +1,80 @@
-"""Judge benchmark: 1,000 episodes through the gemini judge against a fake Gemini (300 ms per call) at 16 concurrent
-calls, on a fresh SQLite database in a temporary folder. Prints:
+"""Judge benchmark on real data: episodes copied from the sandbox harness's run (real 1280x800 screenshots, every one
+distinct: bench/real_screens.py), imported, then judged by the gemini judge on the engine against a fake Gemini
+(300 ms a call) with 16 calls in flight, on PostgreSQL when DATABASE_URL names one (a fresh database
+`<name>_bench_judge` beside it), else SQLite in a temporary folder. Prints, with the machine's load beside each:
 
-  - episodes/s and its ratio to the ideal 16 / 0.3 s (target: at least 85%);
-  - app CPU ms per judgment (this process only: the fake server runs in its own process; target: at most 20 ms),
-    with screenshots already prepared, plus the one-time cost of preparing a new screenshot under the image policy;
-  - image bytes and input tokens per episode under the default image policy vs full-size PNGs (target: at least 40%
-    fewer image tokens).
+  - a profile of the top CPU consumers of judging (cProfile with a CPU clock, episodes judged one at a time) and the
+    database queries per judgment;
+  - episodes/s and its ratio to the ideal (concurrency / latency; target: at least 85%), with --processes N worker
+    processes sharing the calls (target for 2: at least 1.8x one process's rate);
+  - app CPU ms per judgment (the judging processes; target: at most 20 ms);
+  - image tokens per episode under the policy judged vs full-size images (target: at least 40% fewer);
+  - the one-time cost, at import, of the downscaled copies (settings.JUDGE_IMAGE_COPIES).
 
-    .venv/bin/python bench/judge.py [--episodes 1000] [--concurrency 16] [--latency 0.3]
+    .venv/bin/python bench/judge.py [--episodes 560] [--concurrency 16] [--latency 0.3] [--processes 1]
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import math
+import multiprocessing
 import os
-import random
+import pstats
+import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-WORDS = ("order cart price total shipping mug kettle blue red size search results filter sort account inbox "
-         "message booking room date guests checkout review rating stock delivery returns").split()
+WORK = ROOT / "var" / "bench" / "judge"
 
 
 def _args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="judge throughput, CPU and image-cost benchmark")
-    parser.add_argument("--episodes", type=int, default=1000)
+    parser = argparse.ArgumentParser(description="judge throughput, CPU and image-cost benchmark on real screenshots")
+    parser.add_argument("--episodes", type=int, default=560)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency", type=float, default=0.3)
-    parser.add_argument("--shots", type=int, default=40, help="distinct screenshots shared by the episodes")
-    parser.add_argument("--processes", type=int, default=1, help="worker processes sharing the concurrent calls")
-    parser.add_argument("--full-sample", type=int, default=100, help="episodes also judged with full-size PNGs")
+    parser.add_argument("--processes", type=int, default=1, help="worker processes sharing the calls in flight")
+    parser.add_argument("--policy", default="medium", help="image policy judged (default: medium)")
+    parser.add_argument("--profile", type=int, default=60, help="episodes judged one at a time under cProfile")
+    parser.add_argument("--full-sample", type=int, default=30, help="episodes also judged with full-size images")
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
     return parser.parse_args()
 
 
-def _setup_django(tmp: Path) -> None:
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}/{os.cpu_count()} CPUs"
+
+
+def _fresh_postgres(url: str) -> str:
+    """A new, empty database beside the one `url` names; its URL."""
+    import psycopg
+
+    parts = urlsplit(url)
+    name = f"{parts.path.lstrip('/') or 'taskgen'}_bench_judge"
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def _setup_django(tmp: Path, database_url: str) -> None:
     os.environ.update({"TASKGEN_VAR_DIR": str(tmp), "TASKGEN_MEDIA_ROOT": str(tmp / "media"),
                        "DJANGO_SETTINGS_MODULE": "taskgen.settings", "GEMINI_API_KEY": "bench-key-not-real",
                        "TASKGEN_JUDGE_RPM": "1000000", "TASKGEN_JUDGE_RETRY_BASE": "0.05"})
-    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL"):
-        os.environ.pop(name, None)
+    os.environ.pop("CELERY_BROKER_URL", None)  # work is done here; the embedded broker takes the engine's wake-ups
+    if database_url.startswith("postgres"):
+        os.environ["DATABASE_URL"] = _fresh_postgres(database_url)
+    else:
+        os.environ.pop("DATABASE_URL", None)
     import django
 
     django.setup()
@@ -58,159 +89,196 @@ def _start_fake(latency: float) -> tuple[subprocess.Popen, str]:
     return fake, fake.stdout.readline().strip()
 
 
-def _page_png(rng: random.Random) -> bytes:
-    """A 1280x800 page-like screenshot: header bar, lines of small text, a few coloured boxes."""
-    import io
+def _import(episodes: int):
+    """The corpus imported as one run; prints the import's cost per screenshot and that of the judge's copies."""
+    from bench.real_screens import corpus_run_dir, harness_run_dir
+    from taskgen.models import Run, Screenshot
+    from taskgen.stages.import_.service import import_run_dir
 
-    from PIL import Image, ImageDraw
-
-    image = Image.new("RGB", (1280, 800), (255, 255, 255))
-    draw = ImageDraw.Draw(image)
-    draw.rectangle((0, 0, 1280, 60), fill=(rng.randrange(256), rng.randrange(256), 120))
-    for y in range(80, 780, 18):
-        x = 40 + rng.randrange(0, 400) if rng.random() < 0.2 else 40
-        draw.text((x, y), " ".join(rng.choice(WORDS) for _ in range(rng.randrange(4, 16))), fill=(20, 20, 20))
-    for _ in range(4):
-        left, top = rng.randrange(700, 1100), rng.randrange(80, 650)
-        draw.rectangle((left, top, left + 150, top + 100), fill=tuple(rng.randrange(256) for _ in range(3)))
-    out = io.BytesIO()
-    image.save(out, format="PNG")
-    return out.getvalue()
+    run_dir = corpus_run_dir(harness_run_dir(), WORK, episodes=episodes)
+    started = time.perf_counter()
+    import_run_dir(run_dir=run_dir, name="bench-judge")
+    wall = time.perf_counter() - started
+    run = Run.objects.get(name="bench-judge")
+    shots = Screenshot.objects.filter(episode__run=run).count()
+    print(f"import                   {run.episodes.count()} episodes, {shots} screenshots (all distinct) "
+          f"in {wall:.1f} s ({load()})")
+    _copy_cost(run)
+    return run
 
 
-def _make_episodes(count: int, shots: int) -> tuple[list[int], list]:
-    from taskgen.blobs import blob_store_image
-    from taskgen.models import Episode, Run, Screenshot, Site, Task
+def _copy_cost(run) -> None:
+    from django.conf import settings
 
-    rng = random.Random(7)
-    blobs = [blob_store_image(data=_page_png(rng)) for _ in range(shots)]
-    site = Site.objects.create(slug="bench-shop", name="Bench shop")
-    run = Run.objects.create(name="bench")
-    tasks = Task.objects.bulk_create(
-        Task(task_id=f"bench-{i:05d}", site=site, task_kind="action",
-             instruction=f"Search for item {i} and add two of them to the cart") for i in range(count))
-    episodes = Episode.objects.bulk_create(Episode(
-        run=run, task=task, site=site, task_kind="action", task_order=i, answer=f"Added item {i}.",
-        actions=[{"click": {"index": i % 30}}, {"type": {"text": f"item {i}"}}, {"done": {}}],
-        request_log=[{"method": "GET", "path": "/sites/shop/search", "query": {"q": f"item {i}"}, "status": 200},
-                     {"method": "POST", "path": "/sites/shop/cart", "body": {"item": i, "qty": 2}, "status": 302}],
-        data_changes=[{"table": "cart", "before": None, "after": {"id": i, "name": f"item {i}"},
-                       "changed": {"qty": 2}}],
-        screen_text=[f"Cart: item {i} x2"]) for i, task in enumerate(tasks))
-    ids = list(Episode.objects.filter(run=run).order_by("task_order").values_list("pk", flat=True))
-    Screenshot.objects.bulk_create(
-        Screenshot(episode_id=episode_id, kind="step", step=step, name=f"step_{step}.png",
-                   blob=blobs[(i + step) % shots]) for i, episode_id in enumerate(ids) for step in range(4))
-    assert len(episodes) == len(ids)
-    return ids, blobs
+    from taskgen.blobs import blob_path
+    from taskgen.models import Screenshot
+    from taskgen.stages.judge.images import POLICIES, downscaled
+
+    blobs = [s.blob for s in Screenshot.objects.filter(episode__run=run).select_related("blob")[:40]]
+    for name in settings.JUDGE_IMAGE_COPIES:
+        started = time.process_time()
+        for blob in blobs:
+            downscaled(blob_path(blob).read_bytes(), POLICIES[name])
+        each = (time.process_time() - started) * 1000 / max(1, len(blobs))
+        print(f"  of which copy `{name}`   {each:.1f} ms CPU per screenshot, once, when stored (not while judging)")
 
 
-def _prepare_cost(blobs: list) -> float:
-    """CPU ms to prepare one new screenshot under the default policy (done once per screenshot, then cached)."""
-    from taskgen.stages.judge.images import image_policy, prepared_image
+def _profile(ids: list[int], config_id: int) -> None:
+    """Judge `ids` one at a time under cProfile (CPU clock) and count their database queries."""
+    from django.db import connection
 
+    from taskgen.stages.judge.service import judge_episode
+
+    judge_episode(episode_id=ids[0], config_id=config_id, in_worker=True)  # imports and the SDK client: once
+    half = len(ids) // 2
     started = time.process_time()
-    for blob in blobs:
-        prepared_image(blob=blob, policy=image_policy("default"))
-    return (time.process_time() - started) * 1000 / len(blobs)
+    for episode_id in ids[1:half]:
+        judge_episode(episode_id=episode_id, config_id=config_id, in_worker=True)
+    plain = (time.process_time() - started) * 1000 / max(1, half - 1)
+    print(f"judge_episode alone      {plain:.1f} ms CPU each, one at a time, no profiler ({load()})")
+    ids = ids[half:]
+    queries = []
+    profiler = cProfile.Profile(time.process_time)
+    with connection.execute_wrapper(lambda execute, sql, *a: queries.append(sql) or execute(sql, *a)):
+        profiler.enable()
+        for episode_id in ids:
+            judge_episode(episode_id=episode_id, config_id=config_id, in_worker=True)
+        profiler.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    total = stats.total_tt * 1000 / len(ids)
+    print(f"profile                  {len(ids)} judgments one at a time: {total:.1f} ms CPU each in judge_episode, "
+          f"{len(queries) / len(ids):.1f} database queries each ({load()})")
+    stats.sort_stats("cumulative").print_stats(r"taskgen/|genai/models|psycopg|query\.py", 25)
+    stats.sort_stats("tottime").print_stats(12)
+    lines = [line for line in out.getvalue().splitlines() if line.strip() and "function calls" not in line]
+    print("\n".join("    " + line.replace(str(ROOT) + "/", "").replace(sys.prefix, "") for line in lines))
 
 
-def _judge_slice(ids: list[int], config_id: int, threads: int) -> None:
+def _threads(pipeline_run_id: int, threads: int) -> None:
+    """One worker process: `threads` slots working the run's units through the engine, as a `judge` worker does."""
+    from django.db import connection
+
+    from taskgen.engine.worker import work
+
+    def slot(n: int) -> None:
+        try:
+            while (again := work(pipeline_run_id=pipeline_run_id, owner=f"bench:{os.getpid()}:{n}")) is not None:
+                time.sleep(min(again, 0.2))
+        finally:
+            connection.close()
+
+    pool = [threading.Thread(target=slot, args=(n,)) for n in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+
+
+def _close_connections() -> None:
+    """Children must not share the parent's connections, nor its psycopg pool (whose threads a fork leaves behind)."""
+    from django.db import connections
+
+    for conn in connections.all():
+        conn.close()
+        if getattr(conn, "pool", None) is not None:
+            conn.close_pool()
+
+
+def _judge_run(run, config, concurrency: int, processes: int) -> tuple[int, float, float]:
+    """Judge the run on the engine with `concurrency` slots over `processes` forked workers; (units, wall, CPU)."""
+    from taskgen.engine.control import run_start
+    from taskgen.models import PipelineRun
+    from taskgen.stages.judge.work import JudgeParams
+
+    pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
+                             params=JudgeParams(run=run.pk, config_id=config.pk, judge=config.key))
+    _close_connections()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_threads, args=(pipeline_run.pk, concurrency // processes))
+               for _ in range(processes)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return pipeline_run.total, wall, cpu
+
+
+def _image_tokens(config, episode_ids: list[int]) -> float:
+    """Image tokens per episode: the input tokens the fake counted less the text's (a token per 4 characters)."""
+    from taskgen.models import Episode, Judgment
+    from taskgen.stages.judge.service import judge_request_build
+
+    judgments = Judgment.objects.filter(config=config, episode_id__in=episode_ids, source="judge")
+    total = 0.0
+    for judgment in judgments:
+        built = judge_request_build(episode=Episode.objects.get(pk=judgment.episode_id), config=config)
+        total += judgment.input_tokens - math.ceil((len(built.request.system) + len(built.request.prompt)) / 4)
+    return total / max(1, len(judgments))
+
+
+def _report(args, judged: int, total: int, wall: float, cpu: float) -> None:
+    ideal = args.concurrency / args.latency
+    print(f"episodes judged          {judged} of {total} in {wall:.1f} s by {args.processes} process(es), "
+          f"{args.concurrency} calls in flight ({load()})")
+    print(f"throughput               {total / wall:.1f} episodes/s; ideal {ideal:.1f}/s "
+          f"({args.concurrency} / {args.latency} s); ratio {total / wall / ideal:.1%} (target 85%)")
+    print(f"app CPU per judgment     {cpu * 1000 / total:.1f} ms (the judging processes; target 20 ms)")
+
+
+def main() -> None:
+    args = _args()
+    with tempfile.TemporaryDirectory(prefix="bench-judge-") as tmp:
+        _setup_django(Path(tmp), args.database_url)
+        fake, url = _start_fake(args.latency)
+        try:
+            from django.conf import settings
+            from django.db import connection
+
+            from taskgen.models import Judgment
+            from taskgen.stages.judge.service import judge_config_for
+
+            settings.GOOGLE_GEMINI_BASE_URL = url
+            print(f"database                 {connection.vendor}; policy `{args.policy}`; fake Gemini {args.latency}s")
+            run = _import(args.episodes)
+            ids = list(run.episodes.order_by("task_order").values_list("pk", flat=True))
+            profiled = judge_config_for("gemini", "bench-profile", None, args.policy)
+            _profile(ids[: args.profile], profiled.pk)
+            config = judge_config_for("gemini", None, None, args.policy)
+            total, wall, cpu = _judge_run(run, config, args.concurrency, args.processes)
+            judged = Judgment.objects.filter(config=config).exclude(verdict="NONE").count()
+            _report(args, judged, total, wall, cpu)
+            sample = ids[: args.full_sample]
+            full = judge_config_for("gemini", None, None, "full")
+            _judge_run_sample(run, full, sample)
+        finally:
+            fake.terminate()
+            fake.wait(10)
+        policy_tokens, full_tokens = _image_tokens(config, sample), _image_tokens(full, sample)
+        print(f"image tokens per episode `{args.policy}` {policy_tokens:,.0f} vs full-size {full_tokens:,.0f} "
+              f"({1 - policy_tokens / max(1, full_tokens):.0%} fewer; target 40%)")
+
+
+def _judge_run_sample(run, config, ids: list[int]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
     from django.db import connection
 
     from taskgen.stages.judge.service import judge_episode
 
     def one(episode_id: int) -> None:
         try:
-            judge_episode(episode_id=episode_id, config_id=config_id)
+            judge_episode(episode_id=episode_id, config_id=config.pk)
         finally:
             connection.close()
 
-    with ThreadPoolExecutor(threads) as pool:
+    with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, ids))
-
-
-def _judge_all(ids: list[int], config_id: int, concurrency: int, processes: int) -> tuple[float, float]:
-    """Judge `ids` with `concurrency` calls in flight, split over worker processes as Celery would run them;
-    returns (wall seconds, CPU seconds of the judging processes)."""
-    import multiprocessing
-    import resource
-
-    from django.db import connections
-
-    connections.close_all()  # children must not share the parent's database connection
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    wall = time.perf_counter()
-    context = multiprocessing.get_context("fork")
-    workers = [context.Process(target=_judge_slice, args=(ids[p::processes], config_id, concurrency // processes))
-               for p in range(processes)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return time.perf_counter() - wall, cpu
-
-
-def _per_episode(config) -> tuple[float, float]:
-    from django.db.models import Avg
-
-    from taskgen.models import Judgment
-
-    row = Judgment.objects.filter(config=config).aggregate(b=Avg("image_bytes"), t=Avg("input_tokens"))
-    return row["b"] or 0.0, row["t"] or 0.0
-
-
-def main() -> None:
-    args = _args()
-    with tempfile.TemporaryDirectory(prefix="bench-judge-") as tmp:
-        _setup_django(Path(tmp))
-        fake, url = _start_fake(args.latency)
-        try:
-            from django.conf import settings
-
-            from taskgen.models import Judgment
-            from taskgen.stages.judge.service import judge_config_for
-
-            settings.GOOGLE_GEMINI_BASE_URL = url
-            ids, blobs = _make_episodes(args.episodes, args.shots)
-            prepare_ms = _prepare_cost(blobs)
-            default = judge_config_for("gemini", None, None, "default")
-            wall, cpu = _judge_all(ids, default.pk, args.concurrency, args.processes)
-            full = judge_config_for("gemini", None, None, "full")
-            _judge_all(ids[: args.full_sample], full.pk, args.concurrency, args.processes)
-        finally:
-            fake.terminate()
-            fake.wait(10)
-        judged = Judgment.objects.filter(config=default).exclude(verdict="NONE").count()
-        ideal = args.concurrency / args.latency
-        bytes_default, tokens_default = _per_episode(default)
-        bytes_full, tokens_full = _per_episode(full)
-        text_tokens = _text_tokens(ids[0], default)
-        print(f"machine load average    {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (a busy machine lowers "
-              f"throughput, not CPU per judgment)")
-        print(f"episodes judged          {judged} of {len(ids)} in {wall:.1f} s by {args.processes} processes")
-        print(f"throughput               {len(ids) / wall:.1f} episodes/s; ideal {ideal:.1f}/s "
-              f"({args.concurrency} concurrent / {args.latency} s); ratio {len(ids) / wall / ideal:.1%}")
-        print(f"app CPU per judgment     {cpu * 1000 / len(ids):.1f} ms (screenshots prepared; all judging processes)")
-        print(f"preparing a screenshot   {prepare_ms:.1f} ms CPU once per new screenshot (default policy)")
-        print(f"image bytes per episode  default {bytes_default:,.0f} vs full-size PNG {bytes_full:,.0f} "
-              f"({1 - bytes_default / bytes_full:.0%} fewer)")
-        image_default, image_full = tokens_default - text_tokens, tokens_full - text_tokens
-        print(f"input tokens per episode default {tokens_default:,.0f} vs full {tokens_full:,.0f}; image tokens "
-              f"{image_default:,.0f} vs {image_full:,.0f} ({1 - image_default / image_full:.0%} fewer)")
-
-
-def _text_tokens(episode_id: int, config) -> int:
-    """The text part of an episode's prompt in the fake server's count (a token per 4 characters)."""
-    import math
-
-    from taskgen.models import Episode
-    from taskgen.stages.judge.service import judge_request_build
-
-    built = judge_request_build(episode=Episode.objects.get(pk=episode_id), config=config)
-    return math.ceil((len(built.request.system) + len(built.request.prompt)) / 4)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ from django import forms
 from django.conf import settings
 
 from taskgen.harness.agents import AgentError, agent_choices, agent_options_check
-from taskgen.models import Export, JudgeConfig, Run
+from taskgen.models import Export, JudgeConfig, Run, Site
 from taskgen.providers import provider_choices
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.prompt import judge_prompt
@@ -32,6 +32,25 @@ class StageForm(forms.Form):
                 value = list(value.values_list("pk", flat=True))
             values[name] = value
         return values
+
+
+class ProposeForm(StageForm):
+    stage, title = "propose", "Propose tasks for sites"
+    explain = ("Writes tasks for each site from its pages, controls and text; they wait on the Tasks page for a "
+               "human to approve them. Sites that have their tasks already are skipped.")
+    sites = forms.ModelMultipleChoiceField(queryset=Site.objects.exclude(sitemap={}).order_by("slug"),
+                                           to_field_name="slug", required=False,
+                                           help_text="None chosen: every site with a sitemap.")
+    per_site = forms.IntegerField(label="Tasks per site", min_value=1, max_value=5000, initial=140)
+    batch = forms.IntegerField(label="Tasks per proposer call", min_value=1, max_value=100, initial=20)
+    provider = forms.ChoiceField(label="Proposer", choices=lambda: provider_choices("propose"), initial="rules",
+                                 help_text="rules is an offline baseline from the site's own pages, not a model.")
+    model = forms.CharField(max_length=200, required=False, help_text="Empty: the provider's default model.")
+    seed = forms.IntegerField(initial=0)
+    out = _path_field("Also write a tasks.jsonl", required=False)
+
+    def params(self) -> dict:
+        return {**super().params(), "sites": [site.slug for site in self.cleaned_data["sites"]]}
 
 
 class ImportForm(StageForm):
@@ -89,6 +108,24 @@ class AttemptForm(StageForm):
         return {**values, "agent_options": self.agent_options()}
 
 
+class AttemptApprovedForm(AttemptForm):
+    stage, title = "attempt-approved", "Attempt the approved tasks"
+    explain = ("Writes the approved tasks of the chosen sites as a tasks.jsonl under the data root and attempts "
+               "exactly those.")
+    sites = forms.ModelMultipleChoiceField(queryset=Site.objects.order_by("slug"), to_field_name="slug")
+    include_all = forms.BooleanField(required=False, label="All tasks not dropped",
+                                     help_text="Also the tasks nobody has approved yet.")
+    field_order = ["sites", "include_all", "agent", "name", "mistakes", "seed", "limit", "model", "base_url",
+                   "images"]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        del self.fields["tasks_file"]
+
+    def params(self) -> dict:
+        return {**super().params(), "sites": [site.slug for site in self.cleaned_data["sites"]]}
+
+
 def _prompt_versions() -> list[tuple[str, str]]:
     version = judge_prompt().version
     return [(version, version)]
@@ -107,8 +144,9 @@ class JudgeForm(StageForm):
                                       "TASKGEN_OPENAI_MODEL for openai-compatible); rules has one model.")
     prompt_version = forms.ChoiceField(choices=_prompt_versions, label="Prompt version",
                                        help_text="The prompt file in use (TASKGEN_JUDGE_PROMPT_FILE).")
-    image_policy = forms.ChoiceField(choices=[(name, name) for name in POLICIES], initial="default",
-                                     help_text="default: longest side 1,024 px; small: 768 px; full: as stored.")
+    image_policy = forms.ChoiceField(choices=[(name, name) for name in POLICIES], initial=settings.JUDGE_IMAGE_POLICY,
+                                     help_text="medium / low: Gemini's media resolution (256 / 64 tokens an image); "
+                                               "small: a 768-px copy; default: a 1,024-px copy; full: as stored.")
     batch = forms.BooleanField(required=False, help_text="Use the provider's batch API (cheaper, slower).")
 
     def __init__(self, *args, **kwargs) -> None:
@@ -150,5 +188,6 @@ class ExportForm(StageForm):
 
 
 STAGE_FORMS: dict[str, type[StageForm]] = {
-    form.stage: form for form in (ImportForm, AttemptForm, JudgeForm, ValidateForm, ExportForm)
+    form.stage: form for form in (ImportForm, ProposeForm, AttemptForm, AttemptApprovedForm, JudgeForm, ValidateForm,
+                                  ExportForm)
 }

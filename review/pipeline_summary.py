@@ -19,6 +19,15 @@ class SummaryRow:
     url: str = ""
 
 
+def started_words(pipeline_run) -> tuple[bool, str]:
+    """What to tell whoever just started a run: (True, "Started judge #4 (running).") or, for a run that had
+    nothing to do and is finished already, (False, "judge #4 (done): Nothing to judge: ...")."""
+    nothing = (pipeline_run.result or {}).get("nothing_to_do") if pipeline_run.is_finished else None
+    if nothing:
+        return False, f"{pipeline_run}: {nothing[:1].upper()}{nothing[1:]}."
+    return True, f"Started {pipeline_run}."
+
+
 def duration_words(seconds: float) -> str:
     """A duration a person reads at a glance: "0.4 s", "42 s", "3 min 12 s", "2 h 5 min" (never "0 minutes")."""
     seconds = max(0.0, seconds)

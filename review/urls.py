@@ -14,4 +14,5 @@ urlpatterns = [
     path("", include("review.urls_review")),
     path("", include("review.urls_validate")),
     path("", include("review.urls_pipeline")),
+    path("", include("review.urls_tasks")),
 ]

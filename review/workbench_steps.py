@@ -83,10 +83,17 @@ def agent_run(extra) -> dict:
     return run if isinstance(run, dict) else {}
 
 
+def _as_recorded(actions: list, rows: list) -> list:
+    """The actions with each one's keys in recorded order: PostgreSQL's jsonb stores an object's keys in its own
+    order, so where rows.jsonl (kept as text) holds the same action, its order is the one shown."""
+    return [rows[n].action if n < len(rows) and rows[n].action == action else action
+            for n, action in enumerate(actions)]
+
+
 def episode_steps(episode: Episode) -> tuple[list[StepAction], list[Screen]]:
     """The episode's steps (one per action) and its screens in order, each step screen tied to its step."""
     targets, rows = _targets(episode)
-    actions = episode.actions if isinstance(episode.actions, list) else []
+    actions = _as_recorded(episode.actions if isinstance(episode.actions, list) else [], rows)
     reasons = agent_reasoning(episode.extra)
     steps = [StepAction(n + 1, action_line(a), target_label(targets.get(n)), getattr(targets.get(n), "box", None),
                         reasoning=reasons[n] if n < len(reasons) else "")

@@ -3,6 +3,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.utils import timezone
 
+from review.pipeline_summary import started_words
 from review.roles import Role, has_role
 from taskgen import models
 from taskgen.engine.registry import stage_start
@@ -70,11 +71,14 @@ def _start_from_admin(modeladmin: admin.ModelAdmin, request, stage: str, params:
     except Exception as exc:  # shown to the admin as it is, so a bad start never fails silently
         modeladmin.message_user(request, f"{stage} not started: {exc}", messages.ERROR)
         return
-    modeladmin.message_user(request, f"Started {pipeline_run}: {pipeline_run.get_absolute_url()}", messages.SUCCESS)
+    started, words = started_words(pipeline_run)
+    modeladmin.message_user(request, f"{words} {pipeline_run.get_absolute_url()}",
+                            messages.SUCCESS if started else messages.INFO)
 
 
 def _default_judge_params(run_pk: int) -> dict:
-    return {"run": run_pk, "provider": settings.JUDGE_PROVIDER, "model": settings.JUDGE_MODEL,
+    # No model named here: the judge takes its provider's own default (a Gemini name would be wrong for openai).
+    return {"run": run_pk, "provider": settings.JUDGE_PROVIDER, "model": "",
             "prompt_version": judge_prompt().version, "image_policy": settings.JUDGE_IMAGE_POLICY, "batch": False}
 
 

@@ -77,12 +77,17 @@ def verdict_is_inconsistent(verdict: str, parts: list[dict]) -> bool:
     return (verdict == "SUCCESS" and not all_done) or (verdict == "NOT SUCCESS" and all_done)
 
 
-def unsupported_citations_count(*, episode_id: int, parts: list[dict]) -> int:
-    """How many citations of these parts point at nothing in the episode (stored on the judgment for filters)."""
+def unsupported_citations_count(*, episode_id: int, parts: list[dict], episode: Episode | None = None,
+                                step_files: dict[str, int] | None = None) -> int:
+    """How many citations of these parts point at nothing in the episode (stored on the judgment for filters).
+    A caller holding the episode (with its task) and its step files {lower-case name: step} saves two queries."""
     if not parts:
         return 0
-    episode = Episode.objects.select_related("task").only(
-        "request_log", "data_changes", "actions", "answer", "screen_text", "task__instruction").get(pk=episode_id)
-    names = Screenshot.objects.filter(episode_id=episode_id, kind=Screenshot.Kind.STEP).values_list("name", "step")
-    index = EvidenceIndex.for_episode(episode, step_files={name.lower(): step for name, step in names})
+    if episode is None:
+        episode = Episode.objects.select_related("task").only(
+            "request_log", "data_changes", "actions", "answer", "screen_text", "task__instruction").get(pk=episode_id)
+    if step_files is None:
+        names = Screenshot.objects.filter(episode_id=episode_id, kind=Screenshot.Kind.STEP).values_list("name", "step")
+        step_files = {name.lower(): step for name, step in names}
+    index = EvidenceIndex.for_episode(episode, step_files=step_files)
     return min(unsupported_count(parts, index), 32767)

@@ -122,6 +122,11 @@ class TaskEdit(models.Model):
     def __str__(self) -> str:
         return f"{self.action} of {self.task_id} by {self.user_id}"
 
+    def changes(self) -> list[tuple[str, object, object]]:
+        """(field, before, after) for each field the edit changed."""
+        names = list(dict.fromkeys([*self.before, *self.after]))
+        return [(n, self.before.get(n), self.after.get(n)) for n in names if self.before.get(n) != self.after.get(n)]
+
 
 class Run(models.Model):
     """One harness run over a task set: the reference's run dir."""

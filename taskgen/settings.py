@@ -233,12 +233,20 @@ except ValueError as exc:
 JUDGE_RPM = env_int("TASKGEN_JUDGE_RPM", 600, minimum=1)
 JUDGE_PROMPT_FILE = env_str("TASKGEN_JUDGE_PROMPT_FILE", "")
 # Judge calls: timeout per call, retries of transient errors (429, 5xx, timeouts) with exponential backoff + jitter
-# (never sooner than the server's retry hint), and how screenshots are sent (see taskgen/stages/judge_images.py).
+# (never sooner than the server's retry hint), and how screenshots are sent (see taskgen/stages/judge/images.py).
 JUDGE_TIMEOUT_SECONDS = env_float("TASKGEN_JUDGE_TIMEOUT", 120.0)
 JUDGE_MAX_ATTEMPTS = env_int("TASKGEN_JUDGE_MAX_ATTEMPTS", 5, minimum=1)
 JUDGE_RETRY_BASE_SECONDS = env_float("TASKGEN_JUDGE_RETRY_BASE", 1.0)
 JUDGE_RETRY_MAX_SECONDS = env_float("TASKGEN_JUDGE_RETRY_MAX", 30.0)
-JUDGE_IMAGE_POLICY = env_str("TASKGEN_JUDGE_IMAGE_POLICY", "default")
+# `medium`: Gemini's own media_resolution sets an image's tokens (256 instead of 1,032 for a 1280x800 page), no
+# image work here. Downscaled copies for the policies in JUDGE_IMAGE_COPIES are made when a screenshot is stored.
+JUDGE_IMAGE_POLICY = env_str("TASKGEN_JUDGE_IMAGE_POLICY", "medium")
+JUDGE_IMAGE_COPIES = tuple(n for n in env_str("TASKGEN_JUDGE_IMAGE_COPIES", "small").replace(" ", "").split(",") if n)
+if set(JUDGE_IMAGE_COPIES) - {"small", "default"}:
+    raise ImproperlyConfigured(f"TASKGEN_JUDGE_IMAGE_COPIES={JUDGE_IMAGE_COPIES!r}: list small and/or default")
+# Judge calls in flight per judge worker process (threads of the `judge` queue's worker; the model call waits on
+# the network, so one process keeps many in flight).
+JUDGE_CONCURRENCY = env_int("TASKGEN_JUDGE_CONCURRENCY", 16, minimum=1)
 JUDGE_BATCH_POLL_SECONDS = env_int("TASKGEN_JUDGE_BATCH_POLL", 60, minimum=1)
 # USD per million tokens: (input, output). Override with TASKGEN_PRICE_<MODEL>="in,out".
 MODEL_PRICES = {
@@ -331,8 +339,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("TASKGEN_LOG_LEVEL", "INFO")},
     # httpx (under the Gemini SDK) logs every request at INFO: one line per judge call drowns everything else.
     # Celery's own received/succeeded lines are replaced by one `task` line each (taskgen.logs).
+    # httpx2 (the Gemini SDK's transport) logs every request at INFO: a line per judgment, CPU for nothing.
     "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"},
-                "httpcore": {"level": "WARNING"}, "celery.app.trace": {"level": "WARNING"},
+                "httpx2": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
+                "celery.app.trace": {"level": "WARNING"},
                 "celery.worker.strategy": {"level": "WARNING"}},
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False  # workers log through LOGGING above, in the same format

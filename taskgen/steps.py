@@ -64,6 +64,7 @@ class RowStep:
 
     image: str
     target: Target | None
+    action: object = None  # the row's action as recorded: its keys in the file's order (jsonb keeps no key order)
 
 
 def rows_steps(rows_jsonl: str) -> list[RowStep]:
@@ -80,7 +81,7 @@ def rows_steps(rows_jsonl: str) -> list[RowStep]:
         params = next(iter(action.values()), None) if isinstance(action, dict) and len(action) == 1 else None
         index = params.get("index") if isinstance(params, dict) else None
         target = _element_name(row.get("elements"), index) if isinstance(index, int) else None
-        out.append(RowStep(str(row.get("image") or ""), target))
+        out.append(RowStep(str(row.get("image") or ""), target, action))
     return out
 
 

@@ -235,7 +235,10 @@ def test_blob_bytes_are_stored_once(tmp_path):
     import_run_dir(run_dir=run_dir)
     assert Blob.objects.count() == 2  # black (final and row images) and green
     files = list((Path(django_settings.MEDIA_ROOT) / "blobs").rglob("*"))
-    assert len([f for f in files if f.is_file()]) == 2
+    blobs = [f for f in files if f.is_file() and "." not in f.name]
+    copies = [f for f in files if f.is_file() and f.name.endswith(".small.webp")]
+    assert len(blobs) == 2
+    assert len(copies) == 2  # the judge's copy of each screen (black final, green step), once
 
 
 def test_the_progress_bar_shows_on_a_terminal_only(tmp_path):

@@ -7,10 +7,13 @@ import json
 import pytest
 from PIL import Image
 
-from taskgen.models import Judgment
+from taskgen.models import Episode, Judgment
+from taskgen.stages.import_.service import import_run_dir
+from taskgen.stages.judge import images as judge_images
+from taskgen.stages.judge.images import image_copy_path, image_policy
 from taskgen.stages.judge.prompt import judge_prompt
 from taskgen.stages.judge.service import JudgeError, episodes_to_judge, judge_config_for, judge_episode
-from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini, inline_bytes
+from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini, inline_bytes, prompt_tokens
 from tests.judge_helpers import (
     DATA_CHANGES,
     EXPECTED_ACTIONS,
@@ -18,9 +21,11 @@ from tests.judge_helpers import (
     EXPECTED_REQUESTS,
     FINAL_COLOUR,
     add_screenshots,
+    screenshot_png,
     shop_episode,
     step_colour,
 )
+from tests.rundirs import build_run
 
 
 @pytest.fixture
@@ -74,17 +79,54 @@ def test_the_sdk_sends_the_reference_evidence_images_in_order_and_json_mode(db, 
     assert judgment.image_bytes > 0 and len(judgment.request_hash) == 64 and not judgment.inconsistent
 
 
-def test_default_image_policy_downscales_to_a_legible_webp_and_saves_tokens(db, fake_gemini):
+def test_the_default_policy_sends_the_stored_bytes_and_lets_gemini_cut_image_tokens(db, fake_gemini):
     episode = shop_episode()
     add_screenshots(episode, steps=2)
-    small = _judge(episode)
+    medium = _judge(episode)
     full = _judge(episode, image_policy="full")
-    sent = [r["body"]["contents"][0]["parts"][1]["inlineData"] for r in fake_gemini.requests]
-    with Image.open(io.BytesIO(inline_bytes(sent[0]["data"]))) as image:
+    assert (medium.config.image_policy, full.config.image_policy) == ("medium", "full")
+    bodies = [r["body"] for r in fake_gemini.requests]
+    assert bodies[0]["generationConfig"]["mediaResolution"] == "MEDIA_RESOLUTION_MEDIUM"
+    assert "mediaResolution" not in bodies[1]["generationConfig"]
+    sent = [b["contents"][0]["parts"][1]["inlineData"] for b in bodies]
+    assert inline_bytes(sent[0]["data"]) == inline_bytes(sent[1]["data"])  # the stored PNG, not re-encoded
+    assert medium.request_hash != full.request_hash  # same bytes, other tokens: never answered from the cache
+    image_medium, image_full = (prompt_tokens(b)[1] for b in bodies)
+    assert image_medium <= 0.6 * image_full
+    assert full.input_tokens - medium.input_tokens == image_full - image_medium
+
+
+def test_the_small_policy_sends_the_copy_made_when_the_screenshot_was_stored(db, fake_gemini, tmp_path,
+                                                                             monkeypatch):
+    run_dir = build_run(tmp_path, ["shop-a"], steps=2)
+    for shot in [*run_dir.glob("shop-a/screenshots/*.png"), run_dir / "shop-a" / "final.png"]:
+        shot.write_bytes(screenshot_png((30, 90, 200), (1280, 800), shot.name))
+    import_run_dir(run_dir=run_dir)
+    episode = Episode.objects.get(task__task_id="shop-a")
+    for shot in episode.screenshots.exclude(kind="row"):
+        assert image_copy_path(shot.blob.sha256, image_policy("small")).exists()
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("the judge decoded an image")
+
+    monkeypatch.setattr(judge_images, "downscaled", no_decoding)
+    judgment = _judge(episode, image_policy="small")
+    [sent] = [r["body"]["contents"][0]["parts"][1]["inlineData"] for r in fake_gemini.requests]
+    with Image.open(io.BytesIO(inline_bytes(sent["data"]))) as image:
+        assert (image.format, image.size) == ("WEBP", (768, 480))
+    assert (sent.get("mimeType") or sent.get("mime_type")) == "image/webp"
+    assert "mediaResolution" not in fake_gemini.requests[0]["body"]["generationConfig"]
+    assert judgment.verdict == "SUCCESS"
+
+
+def test_a_screenshot_stored_before_its_copy_was_asked_for_gets_it_at_its_first_judgment(db, fake_gemini):
+    episode = shop_episode()
+    add_screenshots(episode, steps=1, final=False)
+    blob = episode.screenshots.get().blob
+    assert not image_copy_path(blob.sha256, image_policy("default")).exists()
+    _judge(episode, image_policy="default")
+    with Image.open(image_copy_path(blob.sha256, image_policy("default"))) as image:
         assert (image.format, max(image.size)) == ("WEBP", 1024)
-    assert (sent[0].get("mimeType") or sent[0].get("mime_type")) == "image/webp"
-    assert (sent[1].get("mimeType") or sent[1].get("mime_type")) == "image/png"
-    assert small.input_tokens < full.input_tokens  # bytes: see bench/judge.py (flat test images favour PNG)
 
 
 def test_a_429_is_retried_no_sooner_than_the_servers_hint(db, fake_gemini):
@@ -184,3 +226,10 @@ def test_model_output_is_escaped_on_the_episode_page(db, fake_gemini, viewer_cli
     page = viewer_client.get(episode.get_absolute_url()).content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
     assert "&lt;img src=x onerror=alert(2)&gt;" in page
+
+
+def test_a_provider_without_media_resolution_gets_the_downscaled_copy_by_default(db, settings):
+    settings.OPENAI_BASE_URL, settings.OPENAI_MODEL = "http://127.0.0.1:9/v1", "qwen-test"
+    assert judge_config_for("openai-compatible").image_policy == "small"
+    with pytest.raises(JudgeError, match="media_resolution"):
+        judge_config_for("openai-compatible", None, None, "medium")

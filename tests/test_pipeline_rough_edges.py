@@ -163,3 +163,31 @@ def test_a_side_by_side_with_the_same_config_is_refused_with_a_reason(viewer_cli
     page = viewer_client.get(reverse("review:validate"), query).content.decode()
     assert "Choose a different config to compare with." in page
     assert "Side by side on the same episodes" not in page
+
+
+def _admin_judge(client, run):
+    from django.contrib.auth import get_user_model
+
+    root = get_user_model().objects.filter(username="root").first()
+    client.force_login(root or get_user_model().objects.create_superuser("root", "", "pw-for-tests"))
+    return client.post(reverse("admin:taskgen_run_changelist"),
+                       {"action": "judge_runs", "_selected_action": [run.pk]}, follow=True).content.decode()
+
+
+def test_the_admin_judges_with_the_provider_s_own_default_model_and_says_when_nothing_is_left(
+        client, settings, judge_here, django_capture_on_commit_callbacks):
+    settings.JUDGE_PROVIDER, settings.JUDGE_MODEL = "openai-compatible", "gemini-3.5-flash"
+    settings.OPENAI_BASE_URL, settings.OPENAI_MODEL = "http://127.0.0.1:9/v1", "Qwen/Qwen3.5-4B"
+    run = RunFactory()
+    with django_capture_on_commit_callbacks(execute=False):  # started, not worked: no model server here
+        page = _admin_judge(client, run)
+    assert "not started" not in page, re.findall(r"not started[^<]*", page)
+    assert PipelineRun.objects.get().params["judge"].startswith("openai-compatible:Qwen/Qwen3.5-4B:")
+
+    settings.JUDGE_PROVIDER = "rules"
+    EpisodeFactory(run=run)
+    with django_capture_on_commit_callbacks(execute=True):
+        _admin_judge(client, run)
+    with django_capture_on_commit_callbacks(execute=True):
+        page = _admin_judge(client, run)
+    assert "Nothing to judge: every recorded episode of the run has a verdict" in page and "Started" not in page

@@ -56,9 +56,11 @@ def test_screenshot_i_is_captioned_with_the_action_taken_from_it(rows):
     episode = _episode(rows=rows)
     steps, screens = episode_steps(episode)
     assert len(steps) == 9 and len(screens) == 10
-    # (PostgreSQL's jsonb keeps an action's keys in its own order: the caption shows the action as stored)
     assert episode.actions[0] == ACTIONS[0]
-    assert screens[0].caption.startswith(f"step 1: {action_line(episode.actions[0])}")
+    # PostgreSQL's jsonb keeps an action's keys in its own order: with rows.jsonl (kept as text) the caption reads
+    # the action as recorded, key for key; without, as stored
+    recorded = 'step 1: type {"index": 2, "text": "Brazil Santos Bourbon", "submit": true}'
+    assert screens[0].caption.startswith(recorded if rows else f"step 1: {action_line(episode.actions[0])}")
     assert "Brazil Santos Bourbon" in screens[0].caption
     assert screens[8].caption == "step 9: done" and screens[9].caption == "final state, after the last action"
     assert [s.step.number for s in screens[:9]] == list(range(1, 10)) and screens[9].step is None

@@ -11,7 +11,7 @@ import pytest
 
 from review.models import FinalLabel, Label
 from review.services import final_label_adjudicate, label_set
-from taskgen.models import Judgment, VerifierResult
+from taskgen.models import Episode, Judgment, VerifierResult
 from taskgen.stages.validate.service import (
     judge_reviewer_agreement,
     judges_agreement,
@@ -40,13 +40,14 @@ def world():
     configs = [JudgeConfigFactory(), JudgeConfigFactory(provider="gemini", model="gemini-x")]
     reviewers = [UserFactory(role="reviewer") for _ in range(3)]
     adjudicator = UserFactory(role="adjudicator")
-    return {"run": run, "episodes": episodes, "configs": configs, "reviewers": reviewers, "adjudicator": adjudicator}
+    return {"run": run, "other_run": other_run, "sites": sites, "episodes": episodes, "configs": configs,
+            "reviewers": reviewers, "adjudicator": adjudicator}
 
 
 def _write(world: dict, rng: random.Random) -> None:
     """One random write of the kinds validate reads."""
     episode, config = rng.choice(world["episodes"]), rng.choice(world["configs"])
-    what = rng.randrange(7)
+    what = rng.randrange(10)
     if what <= 1:
         Judgment.objects.update_or_create(episode=episode, config=config, defaults={
             "verdict": rng.choice(VERDICTS), "cost_usd": Decimal(rng.randrange(100)) / 1000})
@@ -62,6 +63,28 @@ def _write(world: dict, rng: random.Random) -> None:
     elif what == 6 and rng.random() < 0.3:
         final_label_adjudicate(episode=episode, adjudicator=world["adjudicator"], verdict=rng.choice(LABELS),
                                reason="settled")
+    elif what >= 7:
+        _write_in_bulk(world, rng, what)
+
+
+def _write_in_bulk(world: dict, rng: random.Random, what: int) -> None:
+    """Writes of many rows in one statement, and episodes moved, added and removed."""
+    episodes = rng.sample(world["episodes"], 5)
+    if what == 7:  # one statement changes several judgments' verdicts
+        Judgment.objects.filter(episode__in=episodes, config=rng.choice(world["configs"])).update(
+            verdict=rng.choice(VERDICTS))
+    elif what == 8:  # an episode moves to another site, task kind or run
+        Episode.objects.filter(pk=episodes[0].pk).update(**rng.choice([
+            {"site": rng.choice(world["sites"])}, {"task_kind": rng.choice(["action", "info"])},
+            {"run": rng.choice([world["run"], world["other_run"]])}]))
+    elif rng.random() < 0.5:  # a new episode, judged at once
+        added = EpisodeFactory(run=world["run"], task=TaskFactory(site=rng.choice(world["sites"])))
+        Judgment.objects.create(episode=added, config=rng.choice(world["configs"]), verdict=rng.choice(VERDICTS))
+        world["episodes"].append(added)
+    elif unlabelled := [e for e in episodes if not Label.objects.filter(episode=e).exists()
+                        and not FinalLabel.objects.filter(episode=e).exists()]:  # labels protect an episode
+        world["episodes"].remove(unlabelled[0])
+        unlabelled[0].delete()
 
 
 def _truths(world: dict, against: str, reviewer) -> dict:
@@ -74,7 +97,7 @@ def _truths(world: dict, against: str, reviewer) -> dict:
 
 def _expected(world: dict, config, against: str, reviewer=None, other=None) -> dict:
     """The report's figures recomputed from scratch, one episode at a time."""
-    run_episodes = [e for e in world["episodes"] if e.run_id == world["run"].pk]
+    run_episodes = list(Episode.objects.filter(run=world["run"]).select_related("site"))
     verdicts = {j.episode_id: j for j in Judgment.objects.filter(config=config)}
     others = {j.episode_id: j.verdict for j in Judgment.objects.filter(config=other)} if other else None
     truths, finals = _truths(world, against, reviewer), dict(FinalLabel.objects.values_list("episode_id", "verdict"))
@@ -122,9 +145,9 @@ def _actual(report) -> dict:
 def _expected_agreement(world: dict) -> dict:
     a, b = (dict(Judgment.objects.filter(config=c).values_list("episode_id", "verdict")) for c in world["configs"])
     c = Confusion()
-    for episode in world["episodes"]:
+    for episode in Episode.objects.filter(run=world["run"]):
         va, vb = a.get(episode.pk), b.get(episode.pk)
-        if episode.run_id == world["run"].pk and {va, vb} <= {"SUCCESS", "NOT SUCCESS"}:
+        if {va, vb} <= {"SUCCESS", "NOT SUCCESS"}:
             c += Confusion(int(va == vb == "SUCCESS"), int(va == "NOT SUCCESS" and vb == "SUCCESS"),
                            int(va == "SUCCESS" and vb == "NOT SUCCESS"), int(va == vb == "NOT SUCCESS"))
     return {"episodes": c.n, "both_success": c.tp, "only_a": c.fn, "only_b": c.fp, "both_not": c.tn,
@@ -167,3 +190,36 @@ def test_figures_equal_a_recomputation_after_random_writes(world, seed):
         for _ in range(25):
             _write(world, rng)
         _check(world)
+
+
+def _counted(rows: list[dict]) -> dict:
+    """Cells summed per (site, kind, verdict, truth, final, other verdict): [n, cost, other cost]."""
+    cells: dict = defaultdict(lambda: [0, Decimal(0), Decimal(0)])
+    for r in rows:
+        cell = cells[(r["site_id"], r["task_kind"], r["cj__verdict"], r["truth"], r["final"], r.get("oj__verdict"))]
+        cell[0] += r["n"]
+        cell[1] += r["cost"] or 0
+        cell[2] += r.get("other_cost") or 0
+    return {key: cell for key, cell in cells.items() if cell[0]}
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_the_summary_counts_what_the_live_query_counts_for_every_pair_of_configs(world, seed):
+    """On PostgreSQL, where the summary is kept: its cells equal the live grouped scan's, one config or two, in
+    either order, against verifiers and final labels, after every kind of write."""
+    from taskgen.stages.validate import service
+    from taskgen.stages.validate.summary import summary_available
+
+    if not summary_available():
+        pytest.skip("the summary is kept on PostgreSQL only")
+    world["configs"].append(JudgeConfigFactory(provider="gemini", model="gemini-y"))
+    rng, run_ids = random.Random(seed), [world["run"].pk, world["other_run"].pk]
+    for _ in range(4):
+        for _ in range(40):
+            _write(world, rng)
+        for config in world["configs"]:
+            for other in [None, *(c for c in world["configs"] if c != config)]:
+                for against in ("verifier", "human"):
+                    live = service._live_cells(run_ids, config, against, None, other)
+                    kept = service._cells(run_ids, config, against, None, other)
+                    assert _counted(kept) == _counted(live), (config, other, against)

@@ -13,6 +13,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from review import selectors
 from review.forms_pipeline import STAGE_FORMS, StageForm
+from review.pipeline_summary import started_words
 from review.roles import Role, require_role
 from taskgen.engine.registry import (
     ResumeError,
@@ -50,11 +51,8 @@ def _start_download_export(request: HttpRequest, form: StageForm) -> HttpRespons
 
 
 def _say_started(request: HttpRequest, pipeline_run: PipelineRun) -> None:
-    nothing = (pipeline_run.result or {}).get("nothing_to_do") if pipeline_run.is_finished else None
-    if nothing:
-        messages.info(request, f"{pipeline_run}: {nothing[:1].upper()}{nothing[1:]}.")
-    else:
-        messages.success(request, f"Started {pipeline_run}.")
+    started, words = started_words(pipeline_run)
+    (messages.success if started else messages.info)(request, words)
 
 
 @require_POST

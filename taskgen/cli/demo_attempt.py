@@ -19,6 +19,12 @@ DEMO_RUN = "sandbox-demo"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--inline", action="store_true", help="run the episodes here, one by one, without Celery")
+
+
+def demo_tasks() -> list[dict]:
+    """The demo's tasks: every other sandbox task, so all three sites and both kinds show."""
+    return sandbox_tasks()[::2]
 
 
 def run(options: dict, stdout, stderr) -> int:
@@ -32,12 +38,13 @@ def run(options: dict, stdout, stderr) -> int:
         return 0
     tasks_file = Path(settings.DATA_ROOT) / "sandbox-demo-tasks.jsonl"
     tasks_file.parent.mkdir(parents=True, exist_ok=True)
-    demo = sandbox_tasks()[::2]  # every other task: all three sites, info and action
+    demo = demo_tasks()
     tasks_file.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in demo), encoding="utf-8")
     stdout.write(f"demo attempt: {len(demo)} sandbox episodes in Chromium with the scripted agent (a simulation; "
                  "about a minute)...")
-    return attempt_cli.run({"tasks": tasks_file, "agent": "scripted", "name": DEMO_RUN, "mistakes": 0.3, "seed": 0,
-                            "limit": None, "workers": options["workers"], "inline": False}, _Summary(stdout), stderr)
+    attempt = {"tasks": tasks_file, "agent": "scripted", "name": DEMO_RUN, "mistakes": 0.3, "seed": 0, "limit": None,
+               "workers": options["workers"], "inline": bool(options.get("inline"))}
+    return attempt_cli.run(attempt, _Summary(stdout), stderr)
 
 
 class _Summary:

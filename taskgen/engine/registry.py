@@ -21,6 +21,7 @@ from taskgen.pipeline_runs import pipeline_run_create
 from taskgen.stages.export.service import export_prepare
 from taskgen.stages.judge.work import judge_params_check
 from taskgen.stages.paths import existing_dir_under_data_root, existing_file_under_data_root
+from taskgen.stages.propose.tasks_file import reviewed_tasks_file_write
 
 log = logging.getLogger(__name__)
 Stage = PipelineRun.Stage
@@ -49,6 +50,15 @@ def attempt_begin(*, params: dict, user) -> PipelineRun:
     tasks_file = existing_file_under_data_root(raw=params["tasks_file"])
     return run_start(stage=Stage.ATTEMPT, params={**params, "tasks_file": str(tasks_file)}, user=user,
                      started_with=params)
+
+
+def approved_attempt_begin(*, params: dict, user) -> PipelineRun:
+    """An attempt of the reviewed tasks of some sites: they are written as a tasks file under the data root first,
+    so the attempt's parameters stay a tasks file (and the run can be repeated from it)."""
+    tasks_file = reviewed_tasks_file_write(sites=params["sites"], include_all=bool(params.get("include_all")),
+                                           name=params.get("name") or "approved")
+    keep = {k: v for k, v in params.items() if k not in ("sites", "include_all")}
+    return attempt_begin(params={**keep, "tasks_file": str(tasks_file)}, user=user)
 
 
 def judge_begin(*, params: dict, user) -> PipelineRun:
@@ -81,6 +91,7 @@ def export_begin(*, params: dict, user) -> PipelineRun:
 
 STARTS: dict[str, Callable[..., PipelineRun]] = {
     Stage.IMPORT: import_begin, Stage.PROPOSE: propose_begin, Stage.ATTEMPT: attempt_begin, Stage.JUDGE: judge_begin,
+    "attempt-approved": approved_attempt_begin,
     Stage.VALIDATE: validate_begin, Stage.EXPORT: export_begin,
 }
 

@@ -24,6 +24,7 @@ class ProviderRequest:
     images: list[ProviderImage] = field(default_factory=list)
     json_mode: bool = True
     evidence: Any = None
+    media_resolution: str | None = None  # Gemini's MEDIA_RESOLUTION_LOW/MEDIUM: tokens per image set by the model
 
 
 @dataclass

@@ -57,6 +57,7 @@ def _config(request: ProviderRequest) -> types.GenerateContentConfig:
         max_output_tokens=8192,
         response_mime_type="application/json" if request.json_mode else None,
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),  # no tools: skip the SDK loop
+        media_resolution=request.media_resolution,
     )
 
 

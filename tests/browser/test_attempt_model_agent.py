@@ -9,14 +9,16 @@ import io
 import json
 
 import pytest
+from django.urls import reverse
 
 from sandbox.catalog import sandbox_tasks
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait
 from taskgen.harness.browser import browser_close, in_browser_thread
-from taskgen.models import Episode, Judgment, PipelineRun, Run
+from taskgen.models import Episode, Judgment, PipelineRun, Run, Task
 from taskgen.stages.judge.service import judge_config_for, judge_episode
-from tests.agent_policy import SolutionPolicy
+from tests import propose_helpers
+from tests.agent_policy import SolutionPolicy, prompt_of
 from tests.fakes.openai_server import FakeOpenAI
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -104,3 +106,47 @@ def test_a_model_server_failing_one_episode_fails_only_its_unit(live_server, set
     run = Run.objects.get(name="qwen-down")
     assert run.episodes.get(task__task_id="sb-shop-002").verifier_result.ok
     assert run.episodes.get(task__task_id="sb-shop-001").status == Episode.Status.FAILED
+
+
+sandbox_maps, sandbox_sites = propose_helpers.sandbox_maps, propose_helpers.sandbox_sites  # fixtures
+
+
+def _look_and_answer(body: dict):
+    """A model with no known solution: looks at the first page, then answers and says done."""
+    prompt = prompt_of(body)
+    if "STEP 1 of" in prompt:
+        return {"thought": "The home page lists the products; I will <i>report</i> what I see.",
+                "action": {"scroll": {"direction": "down"}}}
+    if "STEP 2 of" in prompt:
+        return {"thought": "I have seen enough.", "action": {"answer": {"text": "Seen: <script>alert(1)</script>"}}}
+    return {"thought": "Finished.", "action": {"done": {}}}
+
+
+def test_an_admin_attempts_approved_proposed_tasks_with_the_openai_compatible_agent(
+        live_server, settings, fake_openai, sandbox_sites, admin_client_role):
+    settings.SANDBOX_BASE_URL = live_server.url
+    propose = run_start(stage=PipelineRun.Stage.PROPOSE, params={"provider": "rules", "sites": "shop", "per_site": 4,
+                                                                  "batch": 4})
+    run_wait(pipeline_run=propose, stream=io.StringIO(), work_here=1, stall_seconds=120)
+    approved = list(Task.objects.filter(site__slug="shop", source="proposed").order_by("pk")[:2])
+    admin_client_role.post(reverse("review:tasks_bulk", args=["shop"]),
+                           {"action": "approve", "task": [t.pk for t in approved]})
+    fake_openai.answer = _look_and_answer
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["attempt-approved"]), {
+        "sites": ["shop"], "agent": "openai-compatible", "name": "qwen-approved", "mistakes": 0, "seed": 0,
+        "model": "qwen-test", "base_url": fake_openai.base_url, "images": "yes"})
+    assert response.status_code == 302, response.content.decode()[-1500:]
+    attempt = PipelineRun.objects.get(stage="attempt")
+    assert attempt.params["agent_options"]["base_url"] == fake_openai.base_url and attempt.total == 2
+    run_wait(pipeline_run=attempt, stream=io.StringIO(), work_here=1, stall_seconds=180)
+    attempt.refresh_from_db()
+    assert (attempt.status, attempt.done) == (PipelineRun.Status.DONE, 2)
+    assert admin_client_role.get(attempt.get_absolute_url()).status_code == 200
+
+    episode = Run.objects.get(name="qwen-approved").episodes.order_by("pk").first()
+    assert episode.task.task_id == approved[0].task_id and episode.steps == 3 and episode.has_rows
+    page = admin_client_role.get(episode.get_absolute_url()).content.decode()
+    assert "&lt;i&gt;report&lt;/i&gt;" in page and "<i>report</i>" not in page
+    assert "<script>alert(1)</script>" not in page and page.count("<img") >= 4
+    judgment = judge_episode(episode_id=episode.pk, config_id=judge_config_for("rules").pk)
+    assert judgment.verdict in (Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS)

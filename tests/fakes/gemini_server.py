@@ -8,9 +8,13 @@ it, every request recorded, scripted faults, configurable latency.
 Batch API: `models/M:batchGenerateContent` stores the inlined requests; `GET batches/N` says running
 `batch_polls` times, then answers every request (scripted faults apply per request, in order).
 Faults: "429" (RetryInfo hint of `retry_hint` seconds), "503", "timeout" (answers after `stall` seconds),
-"non_json", "fenced" (the JSON inside a ```json fence), "no_verdict" (JSON without a verdict), "ok".
+"non_json", "fenced" (the JSON inside a ```json fence), "no_verdict" (JSON without a verdict), "bare_list" (a
+proposal's tasks as a bare JSON list, no {"tasks": ...}), "ok".
+A proposal request (its prompt asks for {"tasks": [...]}) is answered with as many tasks as it asks for ("write N"),
+each new (a counter), half of them naming a page of the request's focus; `answer` overrides this too.
 Token counts imitate Gemini's: a text token per 4 characters, 258 tokens per image up to 384 px, otherwise 258 per
-768x768 tile. Run it alone with `python -m tests.fakes.gemini_server --latency 0.3` (prints its base URL).
+768x768 tile, or 64/256 per image under generationConfig.mediaResolution LOW/MEDIUM.
+Run it alone with `python -m tests.fakes.gemini_server --latency 0.3` (prints its base URL).
 """
 from __future__ import annotations
 
@@ -33,6 +37,9 @@ DEFAULT_ANSWER = {"parts": [{"part": "the whole task", "done": True, "evidence":
 _PATH = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):generateContent$")
 _BATCH_CREATE = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):batchGenerateContent$")
 _BATCH_GET = re.compile(r"^/v1(?:beta)?/(?P<name>batches/[^:/?]+)$")
+_PROPOSAL = re.compile(r'\{"tasks": \[')
+_ASKED = re.compile(r"\bwrite (\d+)\b")
+_FOCUS_PAGE = re.compile(r"(/sites/[^\s,]+)")
 
 
 def inline_bytes(data: str) -> bytes:
@@ -49,16 +56,23 @@ def image_tokens(data: bytes) -> int:
     return 258 * math.ceil(width / 768) * math.ceil(height / 768)
 
 
+# generationConfig.mediaResolution: the tokens an image costs whatever its size (Gemini 2.x's table); HIGH and
+# unspecified count tiles.
+MEDIA_RESOLUTION_TOKENS = {"MEDIA_RESOLUTION_LOW": 64, "MEDIA_RESOLUTION_MEDIUM": 256}
+
+
 def prompt_tokens(body: dict) -> tuple[int, int]:
     """(tokens of the text, tokens of the images) a request carries."""
     texts = [p.get("text", "") for p in (body.get("systemInstruction") or {}).get("parts", [])]
+    fixed = MEDIA_RESOLUTION_TOKENS.get((body.get("generationConfig") or {}).get("mediaResolution") or "")
     images = 0
     for content in body.get("contents", []):
         for part in content.get("parts", []):
             texts.append(part.get("text", ""))
             inline = part.get("inlineData")
             if inline:
-                images += image_tokens(inline_bytes(inline["data"]))
+                tiled = image_tokens(inline_bytes(inline["data"]))  # decoded either way: a bad image is refused
+                images += fixed or tiled
     return math.ceil(sum(len(t) for t in texts) / 4), images
 
 
@@ -66,7 +80,8 @@ class FakeGemini:
     def __init__(self, *, latency: float = 0.0, retry_hint: float = 0.2, stall: float = 5.0,
                  answer: Callable[[dict], dict] | None = None, count_images: bool = True) -> None:
         self.latency, self.retry_hint, self.stall = latency, retry_hint, stall
-        self.answer = answer or (lambda body: DEFAULT_ANSWER)
+        self.answer = answer or self.default_answer
+        self._proposed = 0
         self.count_images = count_images
         self.requests: list[dict] = []
         self._faults: deque[str] = deque()
@@ -175,6 +190,18 @@ class FakeGemini:
         output = {"inlinedResponses": {"inlinedResponses": answers}}
         return self._send(handler, 200, self._batch_operation(name, "BATCH_STATE_SUCCEEDED", output))
 
+    def default_answer(self, body: dict) -> dict:
+        """A judge's verdict, or for a proposal request the tasks it asks for."""
+        prompt = " ".join(p.get("text", "") for c in body.get("contents", []) for p in c.get("parts", []))
+        if not _PROPOSAL.search(prompt):
+            return DEFAULT_ANSWER
+        asked = int((_ASKED.search(prompt) or [0, "20"])[1])
+        focus = prompt.split("pages:", 1)[1].split(".\n", 1)[0] if "involve these pages:" in prompt else ""
+        pages = _FOCUS_PAGE.findall(focus) or ["the home page"]
+        with self._lock:
+            first, self._proposed = self._proposed, self._proposed + asked
+        return {"tasks": [_fake_task(first + k, pages[k % len(pages)]) for k in range(asked)]}
+
     def _error(self, code: int) -> dict:
         status = "RESOURCE_EXHAUSTED" if code == 429 else "UNAVAILABLE"
         details = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{self.retry_hint}s"}]
@@ -189,6 +216,8 @@ class FakeGemini:
             return "Here is my judgment:\n```json\n" + json.dumps(answer) + "\n```"
         if fault == "no_verdict":
             return json.dumps({"parts": answer.get("parts", [])})
+        if fault == "bare_list":
+            return json.dumps(answer.get("tasks", []), ensure_ascii=False)
         return json.dumps(answer)
 
     def _response(self, body: dict, fault: str) -> dict:
@@ -212,6 +241,12 @@ class FakeGemini:
             handler.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test): nothing to answer
+
+
+def _fake_task(number: int, page: str) -> dict:
+    if number % 5 < 2:  # two in five ask for information
+        return {"instruction": f"Open {page} and report the title of entry number {number}", "kind": "info"}
+    return {"instruction": f"Go to {page} and save entry number {number} for later", "kind": "action"}
 
 
 def main() -> None:

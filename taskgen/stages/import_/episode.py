@@ -24,6 +24,7 @@ from taskgen.stages.import_.files import (
     without_nul,
 )
 from taskgen.stages.import_.tasks_file import TaskLine
+from taskgen.stages.judge.images import image_copies_make
 from taskgen.steps import step_count
 
 _STEP_NAME = re.compile(r"step_(\d{1,9})\.png")
@@ -229,6 +230,8 @@ def episode_prepare(*, folder: Path, root: Path, shown: str, line: TaskLine, kno
         return prepared
     for item, image in checked.images:
         blob_write(sha256=image.sha256, data=item.data)
+        if item.kind != "row":  # the judge's downscaled copies, made here once rather than while judging
+            image_copies_make(sha256=image.sha256, data=item.data)
     prepared.values = dict(checked.values, source_path=str(folder), content_hash=ep.content_hash,
                            extra=dict(checked.values["extra"], **_skipped_note(ep)))
     prepared.images = [(item.kind, item.step, Path(item.relpath).name, image) for item, image in checked.images]

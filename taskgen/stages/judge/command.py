@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--provider", choices=provider_names("judge"), default=None,
                         help="a provider that judges (default: settings.JUDGE_PROVIDER; rules without GEMINI_API_KEY)")
     parser.add_argument("--model", default=None, help="model name (default: settings.JUDGE_MODEL)")
-    parser.add_argument("--images", choices=sorted(POLICIES), default=None, help="image policy (default: default)")
+    parser.add_argument("--images", choices=sorted(POLICIES), default=None,
+                        help="image policy (default: settings.JUDGE_IMAGE_POLICY, medium)")
     parser.add_argument("--workers", type=int, default=0,
                         help="judge here with N threads instead of queueing Celery tasks")
     parser.add_argument("--batch", action="store_true",

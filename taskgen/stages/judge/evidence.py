@@ -40,6 +40,7 @@ class Evidence:
     answer: str = NONE_TEXT
     screen_text: str = ""
     screenshots: list[Screenshot] = field(default_factory=list)
+    step_files: dict[str, int] = field(default_factory=dict)  # every step screenshot's lower-case name -> step
 
     @property
     def requests_text(self) -> str:
@@ -155,6 +156,7 @@ def episode_screenshots(episode: Episode) -> list[Screenshot]:
 
 def evidence_for_episode(*, episode: Episode) -> Evidence:
     """The evidence the judge sees for one episode (one query for screenshots, none for the rest)."""
+    shots = episode_screenshots(episode)
     return Evidence(
         instruction=episode.task.instruction,
         task_kind=episode.task_kind,
@@ -163,5 +165,6 @@ def evidence_for_episode(*, episode: Episode) -> Evidence:
         action_lines=evidence_action_lines(episode.actions),
         answer=(episode.answer or NONE_TEXT)[:ANSWER_CAP],
         screen_text=last_screen_text(episode.screen_text)[:SCREEN_TEXT_CAP],
-        screenshots=pick_screenshots(episode_screenshots(episode)),
+        screenshots=pick_screenshots(shots),
+        step_files={s.name.lower(): s.step for s in shots if s.kind == Screenshot.Kind.STEP},
     )

@@ -58,6 +58,12 @@ class JudgeRequest:
     request_hash: str
 
 
+def _default_image_policy(provider: str) -> str:
+    """settings.JUDGE_IMAGE_POLICY; for a provider without Gemini's media_resolution, the downscaled copy instead."""
+    name = settings.JUDGE_IMAGE_POLICY
+    return "small" if provider != "gemini" and judge_images.image_policy(name).media_resolution else name
+
+
 def judge_config_for(provider: str | None = None, model: str | None = None, prompt_version: str | None = None,
                      image_policy: str | None = None) -> JudgeConfig:
     """The JudgeConfig row for these choices (made if new); defaults come from settings and the prompt file."""
@@ -70,8 +76,10 @@ def judge_config_for(provider: str | None = None, model: str | None = None, prom
         raise JudgeError(f"{missing}; use --provider rules")
     # The rules baseline has one model and sends no images, whatever a form or command line passed along.
     model = RULES_MODEL if provider == "rules" else (model or provider_default_model(provider))
-    policy = "none" if provider == "rules" else (image_policy or settings.JUDGE_IMAGE_POLICY)
-    judge_images.image_policy(policy)  # fails loudly on an unknown policy name
+    policy = "none" if provider == "rules" else (image_policy or _default_image_policy(provider))
+    if judge_images.image_policy(policy).media_resolution and provider != "gemini":  # unknown names fail here too
+        raise JudgeError(f"image policy {policy!r} is Gemini's media_resolution; with {provider} use "
+                         "small, default or full")
     in_use = judge_prompt().version
     if prompt_version and prompt_version != in_use:
         # A config names the prompt its verdicts came from; another label would make comparisons lie.
@@ -86,6 +94,8 @@ def _request_hash(request: ProviderRequest, provider: str) -> str:
     digest = hashlib.sha256()
     head = {"provider": provider, "model": request.model, "system": request.system, "prompt": request.prompt,
             "json_mode": request.json_mode}
+    if request.media_resolution:  # only when set: requests hashed before the setting existed keep their hash
+        head["media_resolution"] = request.media_resolution
     digest.update(json.dumps(head, sort_keys=True, ensure_ascii=False).encode())
     for image in request.images:
         digest.update(image.mime_type.encode() + b"\0" + hashlib.sha256(image.data).digest())
@@ -103,7 +113,8 @@ def judge_request_build(*, episode: Episode, config: JudgeConfig) -> JudgeReques
     shots = evidence.screenshots if policy.max_side != 0 else []
     images = [ProviderImage(*judge_images.prepared_image(blob=s.blob, policy=policy), label=s.name) for s in shots]
     request = ProviderRequest(model=config.model, system=prompt.system, prompt=prompt.render(evidence),
-                              images=images, json_mode=True, evidence=evidence)
+                              images=images, json_mode=True, evidence=evidence,
+                              media_resolution=policy.media_resolution if images else None)
     return JudgeRequest(request=request, evidence=evidence, image_paths=[str(blob_path(s.blob)) for s in shots],
                         image_bytes=sum(len(i.data) for i in images),
                         request_hash=_request_hash(request, config.provider))
@@ -171,8 +182,9 @@ def _from_cache(request_hash: str) -> dict | None:
 
 def judgment_store(*, episode_id: int, config_id: int, fields: dict) -> Judgment:
     """Write a judgment unless a verdict is already stored (that one wins); the unique constraint is the last word."""
-    fields = {**fields, "unsupported_citations": unsupported_citations_count(episode_id=episode_id,
-                                                                              parts=fields.get("parts") or [])}
+    if "unsupported_citations" not in fields:
+        fields = {**fields, "unsupported_citations": unsupported_citations_count(episode_id=episode_id,
+                                                                                  parts=fields.get("parts") or [])}
     try:
         with transaction.atomic():
             return Judgment.objects.create(episode_id=episode_id, config_id=config_id, **fields)
@@ -200,7 +212,10 @@ def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | Non
     episode = Episode.objects.select_related("task").get(pk=episode_id)
     built = judge_request_build(episode=episode, config=config)
     fields = _from_cache(built.request_hash) or {**_ask(config, built, in_worker), "source": "judge"}
-    fields.update(request_hash=built.request_hash, image_bytes=built.image_bytes)
+    fields.update(request_hash=built.request_hash, image_bytes=built.image_bytes,
+                  unsupported_citations=unsupported_citations_count(
+                      episode_id=episode_id, parts=fields.get("parts") or [], episode=episode,
+                      step_files=built.evidence.step_files))
     return judgment_store(episode_id=episode_id, config_id=config_id, fields=fields)
 
 

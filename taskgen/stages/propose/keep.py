@@ -103,7 +103,7 @@ def named_items(instruction: str) -> list[str]:
             words = words[1:]
         if len(words) >= 2:
             names.append(" ".join(words))
-    return names
+    return list({normalised(name): name for name in reversed(names)}.values())[::-1]  # once each, quoted first
 
 
 def grounding_note(instruction: str, known: str) -> str:

@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from taskgen.models import Task
 from taskgen.stages.propose.keep import tasks_jsonl_line
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,150}")
 
 
 def task_reference_record(task: Task) -> dict:
@@ -43,3 +47,33 @@ def tasks_jsonl_append(*, path: Path, tasks: Iterable[Task]) -> int:
     with path.open("a", encoding="utf-8") as out:
         out.write("".join(lines))
     return len(lines)
+
+
+def reviewed_tasks(*, sites: list[str], include_all: bool = False):
+    """The approved tasks of the sites (or, when `include_all`, every task not dropped), site by site in the order
+    given, each site's in the order they were proposed."""
+    states = [Task.ReviewState.APPROVED] + ([Task.ReviewState.PROPOSED] if include_all else [])
+    tasks = []
+    for slug in sites:
+        tasks += list(Task.objects.filter(site__slug=slug, review_state__in=states).select_related("site")
+                      .order_by("created_at", "pk"))
+    return tasks
+
+
+def reviewed_tasks_file_write(*, sites: list[str], include_all: bool, name: str) -> Path:
+    """Write the sites' approved tasks (see `reviewed_tasks`) as DATA_ROOT/approved/<name>.jsonl for an attempt
+    run; ValueError when there are none."""
+    from taskgen.stages.paths import data_root
+
+    if not _PLAIN_NAME.fullmatch(name):
+        raise ValueError(f"the run name {name[:80]!r} is not a plain name: letters, digits, - _ .")
+    tasks = reviewed_tasks(sites=sites, include_all=include_all)
+    if not tasks:
+        which = "not dropped" if include_all else "approved"
+        raise ValueError(f"no {which} tasks for {', '.join(sites) or 'any site'}: review them on the Tasks page first")
+    folder = data_root() / "approved"
+    path = folder / f"{name}.jsonl"
+    if path.exists():
+        path = folder / f"{name}-{datetime.now(UTC):%Y%m%d-%H%M%S-%f}.jsonl"
+    tasks_jsonl_append(path=path, tasks=tasks)
+    return path

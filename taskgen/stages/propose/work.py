@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from taskgen.models import PipelineRun, ProposalBatch, Site, Task
+from taskgen.engine.units import OPEN
+from taskgen.models import PipelineRun, ProposalBatch, Site, Task, WorkUnit
 from taskgen.prompt_files import PromptFileError
 from taskgen.providers import provider_check, provider_default_model, provider_missing
-from taskgen.stages.contract import StageParams, StageParamsError, StageWork
+from taskgen.stages.contract import RetryLater, StageParams, StageParamsError, StageWork
 from taskgen.stages.paths import PathError, path_under_data_root
 from taskgen.stages.propose.context import ContextError, sitemap_of
 from taskgen.stages.propose.prompt import propose_prompt
@@ -18,6 +19,7 @@ from taskgen.stages.propose.service import Proposer, propose_batch, run_tasks
 from taskgen.stages.propose.tasks_file import sites_in_file, tasks_jsonl_append
 
 SPARE_BATCHES = 2
+SPARE_WAIT_SECONDS = 1.0
 MAX_PER_SITE, MAX_BATCH = 5000, 100
 
 
@@ -124,8 +126,16 @@ def _units(params: ProposeParams) -> list[str]:
     return [f"{site}:{index}" for index in range(batches_per_site(params)) for site in params.sites]
 
 
+def _earlier_batches_open(pipeline_run: PipelineRun, site: str, index: int) -> bool:
+    keys = [f"{site}:{earlier}" for earlier in range(index)]
+    return WorkUnit.objects.filter(pipeline_run=pipeline_run, key__in=keys, status__in=OPEN).exists()
+
+
 def _do(pipeline_run: PipelineRun, params: ProposeParams, key: str) -> dict:
     site, index = key.rsplit(":", 1)
+    if int(index) >= batches_per_site(params) - SPARE_BATCHES and _earlier_batches_open(pipeline_run, site, int(index)):
+        # a spare batch is for what the site's batches did not keep: it waits until they have all answered
+        raise RetryLater(SPARE_WAIT_SECONDS, "a spare batch waits for the site's earlier batches")
     return propose_batch(pipeline_run_id=pipeline_run.pk, site_slug=site, index=int(index),
                          per_site=params.per_site, batch=params.batch, proposer=params.proposer)
 

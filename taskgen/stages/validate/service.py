@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from review.models import Label, LabelVerdict
 from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site
+from taskgen.stages.validate.summary import summary_available, summary_cells
 from taskgen.stats import (
     REFERENCE_KEYS,
     Confusion,
@@ -124,21 +125,38 @@ def _judged_by(episodes: QuerySet, name: str, config: JudgeConfig) -> QuerySet:
 
 
 def _cells(run_ids: list[int], config: JudgeConfig, against: str, reviewer, other: JudgeConfig | None) -> list[dict]:
-    """The runs' episodes counted per (site, kind, verdict, truth, final label[, the other config's verdict]): one
-    grouped scan, a few hundred rows whatever the run size; every figure is summed from them in Python."""
+    """The runs' episodes counted per (site, kind, verdict, truth, final label[, the other config's verdict]): a few
+    hundred rows whatever the run size, from the summary where it is kept (summary.py), else one grouped scan; every
+    figure is summed from them in Python."""
+    if against in ("verifier", "human") and summary_available() and (other is None or other.pk != config.pk):
+        rows = summary_cells(run_ids, config.pk, other.pk if other else None)
+        for row in rows:
+            row["truth"] = _truth_of(row["final"] if against == "human" else _VERIFIER_TRUTH[row["verifier"]])
+    else:
+        rows = _live_cells(run_ids, config, against, reviewer, other)
+    slugs = dict(Site.objects.filter(pk__in={row["site_id"] for row in rows}).values_list("pk", "slug"))
+    for row in rows:
+        row["site__slug"] = slugs[row["site_id"]]
+    return rows
+
+
+_VERIFIER_TRUTH = {1: True, 0: False, -1: None}
+
+
+def _live_cells(run_ids: list[int], config: JudgeConfig, against: str, reviewer,
+                other: JudgeConfig | None) -> list[dict]:
+    """`_cells` counted from the episodes themselves: one grouped scan over the runs' episodes."""
     annotations, truth = _truth(against, reviewer)
     episodes = _judged_by(Episode.objects.filter(run_id__in=run_ids), "cj", config).annotate(**annotations)
-    keys = ["site_id", "task_kind", "cj__verdict", truth, "final_label__verdict"]  # slugs looked up once, below
+    keys = ["site_id", "task_kind", "cj__verdict", truth, "final_label__verdict"]  # slugs looked up once, in _cells
     sums = {"n": Count("id"), "cost": Sum("cj__cost_usd")}
     if other is not None:
         episodes = _judged_by(episodes, "oj", other)
         keys.append("oj__verdict")
         sums["other_cost"] = Sum("oj__cost_usd")
     rows = list(episodes.values(*dict.fromkeys(keys)).annotate(**sums).order_by())
-    slugs = dict(Site.objects.filter(pk__in={row["site_id"] for row in rows}).values_list("pk", "slug"))
     for row in rows:
-        row["site__slug"], row["truth"], row["final"] = slugs[row["site_id"]], _truth_of(row[truth]), row[
-            "final_label__verdict"]
+        row["truth"], row["final"] = _truth_of(row[truth]), row["final_label__verdict"]
     return rows
 
 

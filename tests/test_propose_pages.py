@@ -1,0 +1,161 @@
+"""The Tasks pages and the Pipeline page's propose and attempt-approved forms: roles (reviewers browse and flag,
+admins edit, drop, restore, approve), history of every change, escaped text, and an attempt of exactly the approved
+tasks."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from taskgen.engine.control import run_start
+from taskgen.engine.worker import work
+from taskgen.models import PipelineRun, Task, TaskEdit
+from tests import propose_helpers
+
+sandbox_maps, sandbox_sites = propose_helpers.sandbox_maps, propose_helpers.sandbox_sites  # fixtures
+pytestmark = pytest.mark.django_db
+
+
+def _work(pipeline_run: PipelineRun) -> PipelineRun:
+    while work(pipeline_run_id=pipeline_run.pk, owner="test") is not None:
+        pass
+    pipeline_run.refresh_from_db()
+    return pipeline_run
+
+
+@pytest.fixture
+def proposed(sandbox_sites) -> list[Task]:
+    _work(run_start(stage=PipelineRun.Stage.PROPOSE, params={"provider": "rules", "sites": "shop", "per_site": 6,
+                                                              "batch": 6}))
+    return list(Task.objects.filter(site__slug="shop").order_by("pk"))
+
+
+def _page(slug: str = "shop") -> str:
+    return reverse("review:site_tasks", args=[slug])
+
+
+def test_reviewer_browses_a_site_with_proposer_batch_and_counts(reviewer_client, proposed):
+    response = reviewer_client.get(_page())
+    text = response.content.decode()
+    assert response.status_code == 200 and proposed[0].task_id in text
+    assert "6 tasks: 6 waiting" in text and "heuristic baseline (rules, not a model)" in text
+    assert "duplicates dropped" in text and "batch 0" in text and "Approve selected" not in text
+    assert reviewer_client.get(reverse("review:task_sites")).status_code == 200
+    batch = reviewer_client.get(reverse("review:proposal_batch", args=[proposed[0].proposal_batch_id]))
+    assert batch.status_code == 200 and "PAGES" in batch.content.decode()
+
+
+def test_viewers_and_strangers_do_not_see_tasks(viewer_client, client, proposed):
+    assert viewer_client.get(_page()).status_code == 403
+    assert client.get(_page()).status_code == 302  # to the login page
+
+
+def test_reviewer_cannot_edit_approve_or_drop(reviewer_client, proposed):
+    task = proposed[0]
+    assert reviewer_client.get(reverse("review:task_edit", args=[task.pk])).status_code == 403
+    edit = {"instruction": "A new instruction long enough", "task_kind": "info"}
+    assert reviewer_client.post(reverse("review:task_edit", args=[task.pk]), edit).status_code == 403
+    bulk = reverse("review:tasks_bulk", args=["shop"])
+    assert reviewer_client.post(bulk, {"action": "approve", "task": [task.pk]}).status_code == 403
+    task.refresh_from_db()
+    assert task.review_state == Task.ReviewState.PROPOSED and not TaskEdit.objects.exists()
+
+
+def test_reviewer_flags_a_task_and_it_is_kept_in_the_history(reviewer_client, proposed):
+    task = proposed[1]
+    response = reviewer_client.post(reverse("review:task_flag", args=[task.pk]), {"note": "names no real item",
+                                                                                  "next": _page() + "?show=all"})
+    assert response.status_code == 302 and response["Location"] == _page() + "?show=all"
+    task.refresh_from_db()
+    assert task.review_flag == "names no real item"
+    edit = TaskEdit.objects.get(task=task)
+    assert (edit.action, edit.user, edit.before["review_flag"], edit.after["review_flag"]) == (
+        "flag", reviewer_client.user, "", "names no real item")
+    assert "flagged: names no real item" in reviewer_client.get(_page() + "?show=flagged").content.decode()
+
+
+def test_admin_approves_drops_and_restores_in_bulk(admin_client_role, proposed):
+    bulk = reverse("review:tasks_bulk", args=["shop"])
+    ids = [t.pk for t in proposed]
+    assert admin_client_role.post(bulk, {"action": "approve", "task": ids[:3]}).status_code == 302
+    admin_client_role.post(bulk, {"action": "drop", "task": ids[3:5]})
+    admin_client_role.post(bulk, {"action": "restore", "task": ids[4:5]})
+    states = dict(Task.objects.values_list("pk", "review_state"))
+    assert [states[pk] for pk in ids] == ["approved"] * 3 + ["dropped", "proposed", "proposed"]
+    assert TaskEdit.objects.filter(user=admin_client_role.user).count() == 6
+    restore = TaskEdit.objects.get(action="restore")
+    assert (restore.before["review_state"], restore.after["review_state"]) == ("dropped", "proposed")
+    text = admin_client_role.get(_page()).content.decode()
+    assert "Approve selected" in text and "js/tasks.js" in text and 'data-edit="' in text
+
+
+def test_admin_edits_a_task_keeping_its_id_and_history(admin_client_role, proposed):
+    task = proposed[2]
+    url = reverse("review:task_edit", args=[task.pk])
+    short = admin_client_role.post(url, {"instruction": "too short", "task_kind": "info"})
+    assert short.status_code == 400 and "at least 15" in short.content.decode()
+    response = admin_client_role.post(url, {"instruction": "Report the price of “Décaf Colombia”", "task_kind": "info"})
+    assert response.status_code == 302
+    old_id = task.task_id
+    task.refresh_from_db()
+    assert (task.task_id, task.instruction, task.task_kind) == (old_id, "Report the price of “Décaf Colombia”", "info")
+    page = admin_client_role.get(url).content.decode()
+    assert "Report the price of “Décaf Colombia”" in page and "instruction" in page and "edit" in page
+
+
+def test_proposed_text_is_escaped_everywhere(admin_client_role, proposed):
+    task = proposed[0]
+    Task.objects.filter(pk=task.pk).update(instruction='<script>alert("x")</script> and <b>bold</b> goal',
+                                           grounding_note="names something not on the site: “<img src=x>”")
+    for url in (_page(), reverse("review:task_edit", args=[task.pk]),
+                reverse("review:proposal_batch", args=[task.proposal_batch_id])):
+        text = admin_client_role.get(url).content.decode()
+        assert "<script>alert" not in text and "<img src=x>" not in text
+    assert "&lt;script&gt;alert" in admin_client_role.get(_page()).content.decode()
+
+
+def test_pipeline_page_starts_a_propose_run(admin_client_role, sandbox_sites):
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["propose"]), {
+        "sites": ["mail", "booking"], "per_site": 4, "batch": 4, "provider": "rules", "seed": 0})
+    assert response.status_code == 302
+    pipeline_run = _work(PipelineRun.objects.get(stage="propose"))
+    assert pipeline_run.status == "done" and sorted(pipeline_run.params["sites"]) == ["booking", "mail"]
+    assert Task.objects.filter(site__slug__in=["mail", "booking"]).count() == 8
+    assert "Propose tasks for sites" in admin_client_role.get(reverse("review:pipeline_list")).content.decode()
+
+
+def test_reviewer_cannot_start_a_propose_run(reviewer_client, sandbox_sites):
+    response = reviewer_client.post(reverse("review:pipeline_start", args=["propose"]), {"provider": "rules"})
+    assert response.status_code == 403 and not PipelineRun.objects.exists()
+
+
+def test_an_attempt_run_takes_exactly_the_approved_tasks(admin_client_role, proposed, settings):
+    approved = proposed[1:4]
+    admin_client_role.post(reverse("review:tasks_bulk", args=["shop"]),
+                           {"action": "approve", "task": [t.pk for t in approved]})
+    admin_client_role.post(reverse("review:tasks_bulk", args=["shop"]), {"action": "drop", "task": [proposed[0].pk]})
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["attempt-approved"]), {
+        "sites": ["shop"], "agent": "scripted", "name": "approved-shop", "mistakes": 0, "seed": 0})
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    attempt = PipelineRun.objects.get(stage="attempt")
+    tasks_file = Path(attempt.params["tasks_file"])
+    assert tasks_file.is_relative_to(settings.DATA_ROOT.resolve())
+    lines = tasks_file.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["task_id"] for line in lines] == [t.task_id for t in approved]
+    assert attempt.total == 3 and set(attempt.units.values_list("key", flat=True)) == {t.task_id for t in approved}
+
+
+def test_attempt_approved_with_all_takes_every_task_not_dropped(admin_client_role, proposed):
+    admin_client_role.post(reverse("review:tasks_bulk", args=["shop"]), {"action": "drop", "task": [proposed[0].pk]})
+    admin_client_role.post(reverse("review:pipeline_start", args=["attempt-approved"]), {
+        "sites": ["shop"], "include_all": "on", "agent": "scripted", "name": "all-shop", "mistakes": 0, "seed": 0})
+    assert PipelineRun.objects.get(stage="attempt").total == 5
+
+
+def test_attempt_approved_with_nothing_approved_says_so(admin_client_role, proposed):
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["attempt-approved"]), {
+        "sites": ["shop"], "agent": "scripted", "name": "none-shop", "mistakes": 0, "seed": 0})
+    assert response.status_code == 400 and "no approved tasks for shop" in response.content.decode()
+    assert not PipelineRun.objects.filter(stage="attempt").exists()
