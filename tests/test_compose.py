@@ -15,6 +15,8 @@ from django.conf import settings
 from django.core.management import get_commands
 from django.urls import resolve
 
+from taskgen.engine.stage_table import ENGINE_STAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]
@@ -29,7 +31,9 @@ def listed_in_env_example(name: str) -> bool:
 
 
 def _queues() -> set[str]:
-    return {settings.CELERY_TASK_DEFAULT_QUEUE} | {r["queue"] for r in settings.CELERY_TASK_ROUTES.values()}
+    """Every queue the app sends work to: Celery's routes and the engine's stages' queues."""
+    return ({settings.CELERY_TASK_DEFAULT_QUEUE} | {r["queue"] for r in settings.CELERY_TASK_ROUTES.values()}
+            | {work.queue for work in ENGINE_STAGES.values()})
 
 
 def _option(command: list[str], flag: str) -> str:

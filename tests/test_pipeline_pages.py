@@ -10,8 +10,8 @@ import pytest
 from django.urls import reverse
 
 from taskgen.blobs import blob_path
-from taskgen.engine.stage_runs import stage_run
-from taskgen.models import Export, JudgeConfig, Judgment, PipelineRun, Screenshot
+from taskgen.engine.worker import work
+from taskgen.models import Export, JudgeConfig, Judgment, PipelineRun, Screenshot, WorkUnit
 from taskgen.stages.export.service import export_create
 from tests.factories import EpisodeFactory, RunFactory, UserFactory
 from tests.runfiles import load_run_dir, write_run_dir
@@ -37,6 +37,27 @@ def an_export(hand_run):
 def export_post(run, out_dir="", budget="1000", source="judge") -> dict:
     return {"run": run.pk, "source": source, "judge_config": JudgeConfig.objects.get().pk, "budget": budget,
             "out_dir": out_dir}
+
+
+def units_here(pipeline_run_id: int) -> None:
+    """Work a run's units in this process until it ends (a unit told to wait is made due at once)."""
+    for _ in range(20):
+        WorkUnit.objects.filter(pipeline_run_id=pipeline_run_id, status="queued").update(not_before=None)
+        work(pipeline_run_id=pipeline_run_id, owner="test")
+        if PipelineRun.objects.get(pk=pipeline_run_id).is_finished:
+            return
+
+
+@pytest.fixture
+def engine_here(monkeypatch):
+    """Workers sent for a run work its units here, at once, instead of through a broker."""
+    monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda pk, workers, countdown=0: units_here(pk) or True)
+
+
+@pytest.fixture
+def engine_off(monkeypatch):
+    """Workers sent for a run go nowhere (the test works the units itself)."""
+    monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda pk, workers, countdown=0: True)
 
 
 ADMIN_GETS = ["review:pipeline_list"]
@@ -139,13 +160,13 @@ def test_an_import_path_outside_the_data_root_is_refused(admin_client_role, tmp_
 
 @pytest.mark.django_db
 def test_a_folder_export_runs_in_the_background_and_its_progress_stops_polling_when_done(
-        admin_client_role, hand_run, settings, django_capture_on_commit_callbacks, monkeypatch):
-    monkeypatch.setattr("taskgen.engine.tasks.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
+        admin_client_role, hand_run, settings, django_capture_on_commit_callbacks, engine_here):
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = admin_client_role.post(reverse("review:pipeline_start", args=["export"]),
                                           export_post(hand_run, out_dir="bg"))
     pr = PipelineRun.objects.get()
-    assert response["Location"] == pr.get_absolute_url() and pr.status == "queued"
+    assert response["Location"] == pr.get_absolute_url() and pr.status == "running" and pr.done == 0
+    assert pr.units.count() == pr.total == 8  # one unit per episode to write
     progress = admin_client_role.get(reverse("review:pipeline_progress", args=[pr.pk]), HTTP_HX_REQUEST="true")
     assert progress.status_code == 200 and "hx-trigger" in progress.content.decode()
     for callback in callbacks:
@@ -160,21 +181,20 @@ def test_a_folder_export_runs_in_the_background_and_its_progress_stops_polling_w
 
 @pytest.mark.django_db
 def test_a_failed_export_keeps_what_it_wrote_and_resumes_only_the_rest(admin_client_role, hand_run, settings,
-                                                                       monkeypatch):
-    monkeypatch.setattr("taskgen.engine.tasks.stage_run_task.delay", lambda pk: None)
+                                                                       engine_off):
     admin_client_role.post(reverse("review:pipeline_start", args=["export"]), export_post(hand_run, out_dir="f"))
     pr = PipelineRun.objects.get()
     shot = Screenshot.objects.get(episode__task__task_id="tg-beta-2")
     image = blob_path(shot.blob).read_bytes()
     blob_path(shot.blob).unlink()
-    stage_run(pipeline_run_id=pr.pk)
+    units_here(pr.pk)
     pr.refresh_from_db()
     assert pr.status == "failed" and (pr.done, pr.failed) == (7, 1) and "tg-beta-2" in pr.errors[0]
     assert not (Path(settings.DATA_ROOT) / "f" / "_report.json").exists() and Export.objects.count() == 0
     blob_path(shot.blob).write_bytes(image)
     kept = (Path(settings.DATA_ROOT) / "f" / "tg-alpha-1").stat().st_ino
     assert admin_client_role.post(reverse("review:pipeline_resume", args=[pr.pk])).status_code == 302
-    stage_run(pipeline_run_id=pr.pk)
+    units_here(pr.pk)
     pr.refresh_from_db()
     assert pr.status == "done" and (pr.done, pr.failed) == (8, 0)
     assert (Path(settings.DATA_ROOT) / "f" / "tg-alpha-1").stat().st_ino == kept
@@ -252,16 +272,15 @@ def test_a_streamed_download_of_a_large_export_holds_memory_flat(admin_client_ro
 
 
 @pytest.mark.django_db
-def test_admin_imports_a_run_dir_from_the_data_root_and_watches_it_finish(admin_client_role, settings, monkeypatch,
+def test_admin_imports_a_run_dir_from_the_data_root_and_watches_it_finish(admin_client_role, settings, engine_here,
                                                                          django_capture_on_commit_callbacks):
-    monkeypatch.setattr("taskgen.engine.tasks.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
     run_dir, tasks_file = write_run_dir(Path(settings.DATA_ROOT) / "fresh", HAND_TASKS)
     with django_capture_on_commit_callbacks(execute=True):
         response = admin_client_role.post(reverse("review:pipeline_start", args=["import"]),
                                           {"run_dir": "fresh/run", "tasks_file": "fresh/tasks.jsonl", "name": "fresh"})
     pr = PipelineRun.objects.get()
     assert response["Location"] == pr.get_absolute_url()
-    assert pr.status == "done" and pr.done == pr.total == len(HAND_TASKS) and pr.run.name == "fresh"
+    assert pr.status == "done" and pr.done == pr.total == 1 and pr.run.name == "fresh"  # one unit: the run dir
     assert pr.run.episodes.count() == len(HAND_TASKS) and pr.result["episodes_added"] == len(HAND_TASKS)
     page = admin_client_role.get(pr.get_absolute_url()).content.decode()
     assert "No errors." in page and "fresh" in page
@@ -342,16 +361,13 @@ def test_judge_starts_from_the_page_finishes_and_resumes_its_own_units(admin_cli
 
 
 @pytest.mark.django_db
-def test_validate_runs_in_the_background_and_keeps_its_report(admin_client_role, monkeypatch,
+def test_validate_runs_in_the_background_and_keeps_its_report(admin_client_role, monkeypatch, engine_here,
                                                               django_capture_on_commit_callbacks):
-    import sys
     import types
 
-    module = types.ModuleType("taskgen.stages.validate.service")
     report = types.SimpleNamespace(as_dict=lambda: {"precision": 0.9, "false_positives": [{"task_id": "t1"}]})
-    module.validate_compute = lambda *, runs, config, against, reviewer=None: report
-    monkeypatch.setitem(sys.modules, "taskgen.stages.validate.service", module)
-    monkeypatch.setattr("taskgen.engine.tasks.stage_run_task.delay", lambda pk: stage_run(pipeline_run_id=pk))
+    monkeypatch.setattr("taskgen.stages.validate.work.validate_compute",
+                        lambda *, runs, config, against, reviewer=None: report)
     run, config = RunFactory(), JudgeConfig.objects.create(provider="rules", model="m", prompt_version="v1")
     with django_capture_on_commit_callbacks(execute=True):
         admin_client_role.post(reverse("review:pipeline_start", args=["validate"]),

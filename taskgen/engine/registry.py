@@ -1,8 +1,7 @@
 """Every stage an admin can start from the app, behind one call: `stage_start(stage=..., params=..., user=...)`.
 
-Stages on the engine (taskgen/engine/stage_table.py: attempt, judge, propose) start, cancel and resume through
-taskgen/engine/control.py.
-Import, validate and export still run as one Celery task of ours (`taskgen.engine.stage_runs`).
+Every stage runs on the engine (taskgen/engine/stage_table.py) and starts, cancels and resumes through
+taskgen/engine/control.py; the one exception is a judge run through Gemini's Batch API (one job a worker polls).
 """
 from __future__ import annotations
 
@@ -12,44 +11,43 @@ from collections.abc import Callable
 from django.db import transaction
 from django.utils import timezone
 
-from taskgen.engine.control import ResumeError, run_cancel, run_resume, run_start  # noqa: F401  (ResumeError: the views')
-from taskgen.engine.stage_runs import RUNNERS, StageUnavailable, stage_function
+from taskgen.engine.control import ResumeError, run_cancel, run_resume, run_start
 from taskgen.engine.stage_table import runs_on_engine
-from taskgen.engine.tasks import pipeline_run_enqueue
 from taskgen.models import JudgeConfig, PipelineRun, Run
-from taskgen.pipeline_runs import pipeline_run_create
-from taskgen.stages.export.service import export_prepare
+from taskgen.stages.judge.tasks import judge_start
 from taskgen.stages.judge.work import judge_params_check
 from taskgen.stages.paths import existing_dir_under_data_root, existing_file_under_data_root
 from taskgen.stages.propose.tasks_file import reviewed_tasks_file_write
 
 log = logging.getLogger(__name__)
 Stage = PipelineRun.Stage
+__all__ = ["ResumeError", "StageUnavailable", "pipeline_run_cancel", "pipeline_run_resume", "stage_start"]
+
+
+class StageUnavailable(RuntimeError):
+    """There is no such stage to start."""
 
 
 # ── starts: params are JSON-able form values; each returns the PipelineRun that tracks the work ─────────────────
 
-def _queue_own(*, stage: str, params: dict, user, run: Run | None = None) -> PipelineRun:
-    pipeline_run = pipeline_run_create(stage=stage, params=params, user=user, run=run)
-    pipeline_run_enqueue(pipeline_run=pipeline_run)
-    return pipeline_run
+def _engine_start(stage: str, params: dict, user, **checked: object) -> PipelineRun:
+    """Start a stage on the engine: its parameters are checked by the stage (StageParamsError), and the form values
+    are kept with the run (`started_with`) to show how it was started."""
+    return run_start(stage=stage, params={**params, **checked}, user=user, started_with=params)
 
 
 def import_begin(*, params: dict, user) -> PipelineRun:
-    """Queue the import of a run dir under the data root (and its tasks file, when given)."""
-    stage_function("taskgen.stages.import_.service", "import_run_dir")
+    """Import a run dir under the data root (and its tasks file, when given)."""
     run_dir = existing_dir_under_data_root(raw=params["run_dir"])
     tasks = params.get("tasks_file") or ""
     tasks_file = str(existing_file_under_data_root(raw=tasks)) if tasks else ""
-    return _queue_own(stage=Stage.IMPORT, user=user,
-                      params={"run_dir": str(run_dir), "tasks_file": tasks_file, "name": params.get("name") or ""})
+    return _engine_start(Stage.IMPORT, params, user, run_dir=str(run_dir), tasks_file=tasks_file)
 
 
 def attempt_begin(*, params: dict, user) -> PipelineRun:
     """An attempt from the page: its tasks file must be under the data root."""
     tasks_file = existing_file_under_data_root(raw=params["tasks_file"])
-    return run_start(stage=Stage.ATTEMPT, params={**params, "tasks_file": str(tasks_file)}, user=user,
-                     started_with=params)
+    return _engine_start(Stage.ATTEMPT, params, user, tasks_file=str(tasks_file))
 
 
 def approved_attempt_begin(*, params: dict, user) -> PipelineRun:
@@ -62,31 +60,23 @@ def approved_attempt_begin(*, params: dict, user) -> PipelineRun:
 
 
 def judge_begin(*, params: dict, user) -> PipelineRun:
-    if params.get("batch"):  # Gemini's Batch API: one job, polled; not (yet) units on the engine
-        start = stage_function("taskgen.stages.judge.tasks", "judge_start")
+    if params.get("batch"):  # Gemini's Batch API: one job, polled; not units on the engine
         config = judge_params_check(params)
-        return start(run=Run.objects.get(pk=config.run), config=JudgeConfig.objects.get(pk=config.config_id),
-                     user=user, batch=True)
-    return run_start(stage=Stage.JUDGE, params=params, user=user, started_with=params)
+        return judge_start(run=Run.objects.get(pk=config.run), config=JudgeConfig.objects.get(pk=config.config_id),
+                           user=user, batch=True)
+    return _engine_start(Stage.JUDGE, params, user)
 
 
 def propose_begin(*, params: dict, user) -> PipelineRun:
-    return run_start(stage=Stage.PROPOSE, params=params, user=user, started_with=params)
+    return _engine_start(Stage.PROPOSE, params, user)
 
 
 def validate_begin(*, params: dict, user) -> PipelineRun:
-    stage_function("taskgen.stages.validate.service", "validate_compute")
-    return _queue_own(stage=Stage.VALIDATE, user=user, params={
-        "runs": [int(pk) for pk in params["runs"]], "config": int(params["config"]), "against": params["against"]})
+    return _engine_start(Stage.VALIDATE, params, user)
 
 
 def export_begin(*, params: dict, user) -> PipelineRun:
-    config = JudgeConfig.objects.filter(pk=params.get("judge_config")).first() if params.get("judge_config") else None
-    pipeline_run = export_prepare(run=Run.objects.get(pk=params["run"]), source=params["source"],
-                                  judge_config=config, budget=params.get("budget"), out_dir=params["out_dir"],
-                                  user=user)
-    pipeline_run_enqueue(pipeline_run=pipeline_run)
-    return pipeline_run
+    return _engine_start(Stage.EXPORT, params, user)
 
 
 STARTS: dict[str, Callable[..., PipelineRun]] = {
@@ -127,21 +117,12 @@ def pipeline_run_cancel(*, pipeline_run: PipelineRun) -> bool:
 
 
 def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
-    """Run again what is not done. A run on the engine reopens its own units (however it was started); our own
-    one-task stages reopen the same PipelineRun; a batch judge
-    run starts again with the same values (its start skips judged episodes)."""
+    """Run again what is not done. A run on the engine reopens its own units (however it was started); a batch
+    judge run starts again with the same values (its start skips judged episodes)."""
     if _on_engine(pipeline_run):
         return run_resume(pipeline_run=pipeline_run)
     if pipeline_run.status not in RESUMABLE:
         raise ResumeError(f"only a failed or cancelled run can be resumed; this one is {pipeline_run.status}")
-    if pipeline_run.stage in RUNNERS:
-        with transaction.atomic():
-            reopened = PipelineRun.objects.filter(pk=pipeline_run.pk, status__in=RESUMABLE).update(
-                status=PipelineRun.Status.QUEUED, finished_at=None, failed=0)
-            if reopened:
-                pipeline_run_enqueue(pipeline_run=pipeline_run)
-        pipeline_run.refresh_from_db()
-        return pipeline_run
     started_with = (pipeline_run.params or {}).get("started_with")
     if started_with is None:
         raise ResumeError("this run was not started from the app, so its start values are unknown")

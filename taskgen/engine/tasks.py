@@ -10,15 +10,16 @@ import os
 import socket
 
 from celery import shared_task
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from taskgen.engine.reconcile import Reconciled, reconcile
-from taskgen.engine.stage_runs import stage_run
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.worker import work
 from taskgen.models import PipelineRun
+from taskgen.stages.contract import StageWork
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +46,24 @@ def dispatch(pipeline_run_id: int, workers: int, countdown: float = 0) -> bool:
     stage = PipelineRun.objects.filter(pk=pipeline_run_id).values_list("stage", flat=True).first()
     if stage is None:
         return False
+    options = _limits(stage_work(stage))
     try:
         for _ in range(max(1, workers)):
             work_task.apply_async((pipeline_run_id,), queue=stage_work(stage).queue, countdown=countdown or None,
-                                  retry=False)
+                                  retry=False, **options)
     except (OperationalError, OSError) as exc:
         log.warning("could not send workers for pipeline run %s: %s", pipeline_run_id, exc)
         return False
     PipelineRun.objects.filter(pk=pipeline_run_id).update(woken_at=timezone.now())
     return True
+
+
+def _limits(stage: StageWork) -> dict:
+    """A stage whose one unit may outlast a lease (an import of a big run dir) gets time limits that cover it."""
+    if not stage.unit_seconds:
+        return {}
+    soft = settings.ENGINE_SLICE_SECONDS + stage.unit_seconds
+    return {"soft_time_limit": soft, "time_limit": soft + 60}
 
 
 def dispatch_on_commit(pipeline_run_id: int, workers: int) -> None:
@@ -64,14 +74,3 @@ def dispatch_on_commit(pipeline_run_id: int, workers: int) -> None:
 def reconcile_now() -> Reconciled:
     """One reconciler pass from this process (the command line runs it while it waits)."""
     return reconcile(dispatch=dispatch)
-
-
-@shared_task(name="taskgen.engine.tasks.stage_run", soft_time_limit=3300, time_limit=3600)
-def stage_run_task(pipeline_run_id: int) -> None:
-    stage_run(pipeline_run_id=pipeline_run_id)
-
-
-def pipeline_run_enqueue(*, pipeline_run: PipelineRun) -> None:
-    """Queue a run of a stage not on the engine yet, once the transaction that created (or reopened) it commits."""
-    pk = pipeline_run.pk
-    transaction.on_commit(lambda: stage_run_task.delay(pk))

@@ -58,6 +58,7 @@ class StageWork:
     queue: str = "default"
     batch: int = 1
     lease_seconds: int | None = None
+    unit_seconds: int | None = None  # the most one unit may take, when more than a lease (the task's time limits)
     max_attempts: int = 3
     nothing_to_do: str = "nothing to do"
     run_of: Callable[[StageParams], int | None] = lambda params: None

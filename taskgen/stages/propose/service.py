@@ -65,15 +65,21 @@ def kept_in_run(*, pipeline_run_id: int, site: Site) -> int:
 # ── the site's context, built once per run and process (a site's pages are read once, not once per batch) ───────
 
 _contexts: dict[tuple[int, str], SiteContext] = {}
+_building: dict[tuple[int, str], threading.Lock] = {}
 _contexts_lock = threading.Lock()
 
 
 def context_for_run(*, pipeline_run_id: int, site: Site) -> SiteContext:
+    """The site's context for this run, built by the first batch that needs it (one lock per site: other sites'
+    batches do not wait for it)."""
     key = (pipeline_run_id, site.slug)
     with _contexts_lock:
+        if len(_contexts) > 64:
+            _contexts.clear()
+            _building.clear()
+        lock = _building.setdefault(key, threading.Lock())
+    with lock:
         if key not in _contexts:
-            if len(_contexts) > 64:
-                _contexts.clear()
             _contexts[key] = site_context_build(site=site)
         return _contexts[key]
 

@@ -1,0 +1,116 @@
+"""The export stage as the engine runs it: one unit per selected episode (its rows folder), so progress, cancel and
+resume are per episode; `finish` writes _report.json and _manifest.json and records the Export, once.
+
+The episode list is chosen once, when the run starts (`export_params_check`), and kept as a content-addressed file
+(DATA_ROOT/.export-manifests/<sha256>.json, named in the run's parameters), so every worker and every resume writes
+exactly the episodes that were selected.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from django.conf import settings
+
+from taskgen.models import Export, JudgeConfig, PipelineRun, Run
+from taskgen.stages.contract import StageParams, StageParamsError, StageWork
+from taskgen.stages.export.output import episode_write_dir, export_episodes
+from taskgen.stages.export.select import (
+    ExportError,
+    export_manifest,
+    export_select,
+    manifest_bytes,
+    manifest_sha256,
+    report_bytes,
+)
+from taskgen.stages.export.service import export_out_dir_check, export_row_create
+
+
+@dataclass(frozen=True)
+class ExportParams(StageParams):
+    """The folder to write and the selected episode list (by its sha256); the selection's own parameters (run,
+    source, judge config, budget) live once, in the manifest."""
+
+    run: int
+    out_dir: str
+    manifest_sha256: str
+    source: str = Export.Selection.JUDGE
+    judge_config: int | None = None
+
+
+def _manifests() -> Path:
+    return Path(settings.DATA_ROOT) / ".export-manifests"
+
+
+def export_params_check(raw: dict) -> ExportParams:
+    """Check the parameters and choose the episodes now (so the admin sees a bad value at once, and every worker
+    writes the same list): ExportError (a StageParamsError's message) on bad input; nothing is written then."""
+    run = Run.objects.filter(pk=raw.get("run") or 0).first()
+    if run is None:
+        raise StageParamsError(f"there is no run {raw.get('run')!r} to export")
+    config = JudgeConfig.objects.filter(pk=raw["judge_config"]).first() if raw.get("judge_config") else None
+    try:
+        out = export_out_dir_check(out_dir=raw.get("out_dir") or "")
+        selection = export_select(run=run, source=raw.get("source") or Export.Selection.JUDGE, judge_config=config,
+                                  budget=raw.get("budget"))
+    except ExportError as exc:
+        raise StageParamsError(str(exc)) from exc
+    manifest = export_manifest(selection=selection)
+    sha = manifest_sha256(manifest)
+    _manifests().mkdir(parents=True, exist_ok=True)
+    (_manifests() / f"{sha}.json").write_bytes(manifest_bytes(manifest))
+    return ExportParams(run=run.pk, out_dir=str(out), manifest_sha256=sha, source=selection.source,
+                        judge_config=config.pk if config else None)
+
+
+@lru_cache(maxsize=4)
+def export_manifest_read(sha: str) -> dict:
+    """The manifest a run selected, checked against its sha256."""
+    data = (_manifests() / f"{sha}.json").read_bytes()
+    manifest = json.loads(data)
+    if manifest_sha256(manifest) != sha:
+        raise ExportError(f"the selected episode list {sha} was changed on disk")
+    return manifest
+
+
+@lru_cache(maxsize=4)
+def _entries(sha: str) -> dict[str, dict]:
+    return {entry["task_id"]: entry for entry in export_manifest_read(sha)["episodes"]}
+
+
+def _units(params: ExportParams) -> list[str]:
+    return [entry["task_id"] for entry in export_manifest_read(params.manifest_sha256)["episodes"]]
+
+
+def _do(pipeline_run: PipelineRun, params: ExportParams, key: str) -> None:
+    """Write one episode's folder (a folder already there is complete: it is kept)."""
+    out = Path(params.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for episode in export_episodes([_entries(params.manifest_sha256)[key]]):
+        episode_write_dir(episode=episode, out=out)
+
+
+def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dict:
+    """With every episode written: _report.json, _manifest.json and the Export row (once, whoever finishes)."""
+    manifest = export_manifest_read(params.manifest_sha256)
+    if failed:  # the run fails (its result says why); a resume writes only the episodes not written
+        raise ExportError(f"{failed} episode(s) could not be written; resume the run to write them (the written "
+                          "ones are kept)")
+    out = Path(params.out_dir)
+    (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
+    (out / "_manifest.json").write_bytes(manifest_bytes(manifest))
+    export = Export.objects.filter(params__pipeline_run=pipeline_run.pk).first() or export_row_create(
+        run=Run.objects.get(pk=params.run), manifest=manifest, out_dir=str(out), user=pipeline_run.started_by,
+        judge_config=JudgeConfig.objects.filter(pk=params.judge_config).first() if params.judge_config else None,
+        extra={"pipeline_run": pipeline_run.pk})
+    return {"export_id": export.pk, "manifest_sha256": params.manifest_sha256, **manifest["report"]}
+
+
+EXPORT_WORK = StageWork(
+    name=PipelineRun.Stage.EXPORT, check=export_params_check, read=ExportParams.from_json, units=_units, do=_do,
+    finish=_finish, queue="default", batch=1, max_attempts=3,
+    nothing_to_do="nothing to export: no approved episode with rows in this run",
+    run_of=lambda params: params.run,
+)
