@@ -77,8 +77,8 @@ def _start_from_admin(modeladmin: admin.ModelAdmin, request, stage: str, params:
 
 
 def _default_judge_params(run_pk: int) -> dict:
-    # No model or image policy named here: the judge takes its provider's own defaults (a Gemini model name, or
-    # Gemini's media_resolution policy, would be refused or wrong for openai-compatible).
+    # No model or image policy named here: the judge takes its provider's own defaults (a Gemini name or
+    # media_resolution policy would be wrong for openai).
     return {"run": run_pk, "provider": settings.JUDGE_PROVIDER, "model": "",
             "prompt_version": judge_prompt().version, "image_policy": "", "batch": False}
 
