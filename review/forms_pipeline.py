@@ -149,9 +149,11 @@ class JudgeForm(StageForm):
                                       "TASKGEN_OPENAI_MODEL for openai-compatible); rules has one model.")
     prompt_version = forms.ChoiceField(choices=_prompt_versions, label="Prompt version",
                                        help_text="The prompt file in use (TASKGEN_JUDGE_PROMPT_FILE).")
-    image_policy = forms.ChoiceField(choices=[(name, name) for name in POLICIES], initial=settings.JUDGE_IMAGE_POLICY,
-                                     help_text="medium / low: Gemini's media resolution (256 / 64 tokens an image); "
-                                               "small: a 768-px copy; default: a 1,024-px copy; full: as stored.")
+    image_policy = forms.ChoiceField(
+        choices=[("", "the provider's default"), *((name, name) for name in POLICIES)], required=False,
+        help_text=f"Empty: {settings.JUDGE_IMAGE_POLICY} for gemini, small for the others. medium / low: Gemini's "
+                  "media resolution (256 / 64 tokens an image); small / default: a 768 / 1,024-px copy; full: as "
+                  "stored.")
     batch = forms.BooleanField(required=False, help_text="Use the provider's batch API (cheaper, slower).")
 
     def __init__(self, *args, **kwargs) -> None:

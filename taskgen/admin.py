@@ -77,9 +77,10 @@ def _start_from_admin(modeladmin: admin.ModelAdmin, request, stage: str, params:
 
 
 def _default_judge_params(run_pk: int) -> dict:
-    # No model named here: the judge takes its provider's own default (a Gemini name would be wrong for openai).
+    # No model or image policy named here: the judge takes its provider's own defaults (a Gemini name or
+    # media_resolution policy would be wrong for openai).
     return {"run": run_pk, "provider": settings.JUDGE_PROVIDER, "model": "",
-            "prompt_version": judge_prompt().version, "image_policy": settings.JUDGE_IMAGE_POLICY, "batch": False}
+            "prompt_version": judge_prompt().version, "image_policy": "", "batch": False}
 
 
 @admin.action(description="Judge with the default judge (settings' provider and model)")

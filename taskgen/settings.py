@@ -232,6 +232,8 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(f"TASKGEN_JUDGE_PROVIDER: {exc}") from exc
 JUDGE_RPM = env_int("TASKGEN_JUDGE_RPM", 600, minimum=1)
+# The rate limit is counted per window of this many seconds (JUDGE_RPM scaled to it): a minute, as Gemini counts.
+JUDGE_RATE_WINDOW_SECONDS = env_int("TASKGEN_JUDGE_RATE_WINDOW", 60, minimum=1)
 JUDGE_PROMPT_FILE = env_str("TASKGEN_JUDGE_PROMPT_FILE", "")
 # Judge calls: timeout per call, retries of transient errors (429, 5xx, timeouts) with exponential backoff + jitter
 # (never sooner than the server's retry hint), and how screenshots are sent (see taskgen/stages/judge/images.py).
