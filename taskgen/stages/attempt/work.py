@@ -95,6 +95,6 @@ def _finish(pipeline_run: PipelineRun, params: AttemptParams, failed: int) -> di
 
 ATTEMPT_WORK = StageWork(
     name=PipelineRun.Stage.ATTEMPT, check=attempt_params_check, read=AttemptParams.from_json, units=_units, do=_do,
-    finish=_finish, queue="browser", batch=1, max_attempts=3,
+    finish=_finish, queue="browser", batch=1, max_attempts=3, unit_seconds=settings.HARNESS_EPISODE_SECONDS + 60,
     nothing_to_do="nothing to attempt: the tasks file holds no tasks",
 )
