@@ -34,6 +34,7 @@ chromium:
 demo-data: install
 	@$(PY) manage.py migrate --no-input -v0
 	@$(PY) manage.py taskgen demo-setup
+	@$(PY) manage.py taskgen sandbox-sitemap 2>/dev/null
 	@$(PY) manage.py taskgen demo-data
 	@$(PY) manage.py taskgen demo-attempt
 	@$(PY) manage.py taskgen demo-judge

@@ -158,9 +158,10 @@ def _gunicorn(port: int, workers: int, log: Path) -> subprocess.Popen:
 class Reviewer(threading.Thread):
     """One reviewer's browser: log in, then take next -> open the episode -> label, until the deadline."""
 
-    def __init__(self, base: str, name: str, queue_pk: int, deadline: float, results: list) -> None:
+    def __init__(self, base: str, name: str, queue_pk: int, deadline: float, results: list, think: float) -> None:
         super().__init__(daemon=True)
         self.base, self.name, self.queue_pk, self.deadline, self.results = base, name, queue_pk, deadline, results
+        self.think = think  # seconds spent reading the episode before labelling it
         self.http = requests.Session()
 
     def timed(self, endpoint: str, method: str, path: str, ok_status: int, **kwargs) -> requests.Response | None:
@@ -192,6 +193,7 @@ class Reviewer(threading.Thread):
             if self.timed("episode page (GET)", "GET", url, 200) is None:
                 continue
             episode = url.split("/episodes/")[1].split("/")[0]
+            time.sleep(random.uniform(0.5, 1.5) * self.think)
             self.timed("label (POST, htmx)", "POST", f"/episodes/{episode}/label/?queue={self.queue_pk}", 200,
                        headers={**csrf, "HX-Request": "true"},
                        data={"verdict": random.choice(["SUCCESS", "NOT SUCCESS", "UNSURE"]), "note": "bench"})
@@ -205,6 +207,34 @@ def _watch_connections(stop: threading.Event, peak: list[int]) -> None:
             cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
             peak[0] = max(peak[0], cursor.fetchone()[0])
         stop.wait(0.5)
+
+
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) a process has used, 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _server_cpu(master: int) -> dict[int, float]:
+    """CPU seconds so far of each server process: gunicorn's master and workers, and the database's backends."""
+    from django.db import connection
+
+    children = Path(f"/proc/{master}/task/{master}/children")
+    pids = [master, *map(int, children.read_text().split())] if children.exists() else [master]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> "
+                       "pg_backend_pid()")
+        pids += [row[0] for row in cursor.fetchall()]
+    return {pid: _cpu_of(pid) for pid in pids}
+
+
+def _cpu_per_request(before: dict[int, float], after: dict[int, float], requests_made: int) -> float:
+    """Server CPU ms per request over the run (a backend that started during the run counts from zero)."""
+    used = sum(cpu - before.get(pid, 0.0) for pid, cpu in after.items())
+    return used / max(1, requests_made) * 1000
 
 
 def _report(results: list, seconds: float, peak_connections: int, load: tuple) -> None:
@@ -235,6 +265,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--episodes", type=int, default=4000)
     parser.add_argument("--port", type=int, default=8601)
+    parser.add_argument("--think", type=float, default=0.0,
+                        help="seconds a reviewer reads an episode before labelling it (0: back to back, which "
+                             "measures the server saturated, not a reviewer's wait)")
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         raise SystemExit("set DATABASE_URL to a scratch PostgreSQL database")
@@ -247,11 +280,12 @@ def main() -> None:
     server = _gunicorn(port, args.workers, log)
     try:
         results: list = []
-        reviewers = [Reviewer(f"http://127.0.0.1:{port}", n, queue.pk, 0, results) for n in names]
+        reviewers = [Reviewer(f"http://127.0.0.1:{port}", n, queue.pk, 0, results, args.think) for n in names]
         for reviewer in reviewers:
             reviewer.log_in()
         stop, peak = threading.Event(), [0]
         threading.Thread(target=_watch_connections, args=(stop, peak), daemon=True).start()
+        cpu_before = _server_cpu(server.pid)
         load_before, started = os.getloadavg()[0], time.monotonic()
         for reviewer in reviewers:
             reviewer.deadline = started + args.seconds
@@ -259,9 +293,14 @@ def main() -> None:
         for reviewer in reviewers:
             reviewer.join()
         stop.set()
-        print(f"bench/serve.py: {args.reviewers} reviewers, gunicorn {args.workers} workers, PostgreSQL, "
-              f"{args.episodes} episodes in the queue (server log: {log})")
+        cpu = _cpu_per_request(cpu_before, _server_cpu(server.pid), len(results))
+        print(f"bench/serve.py: {args.reviewers} reviewers, gunicorn {args.workers} workers x "
+              f"{os.environ.get('GUNICORN_THREADS', '1')} threads, PostgreSQL, {args.episodes} episodes in the queue, "
+              f"think time {args.think:g} s (server log: {log})")
         _report(results, time.monotonic() - started, peak[0], (load_before, os.getloadavg()[0]))
+        cores = os.cpu_count() or 1
+        print(f"server CPU per request (gunicorn + PostgreSQL backends): {cpu:.1f} ms; {cores} cores serve at most "
+              f"{cores * 1000 / max(cpu, 0.1):.0f} requests/s")
     finally:
         server.terminate()
         server.wait(timeout=30)

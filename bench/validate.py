@@ -6,10 +6,12 @@ Works in a throwaway test database (`test_NAME`, made and dropped here), filled 
 verifier result per episode, two judge configs, final labels on a 2% sample and three reviewers' labels on 1%.
 Prints the median of several requests per page variant, and the query count; asserts nothing.
 
-How the page reads 100,000 episodes: one grouped scan counts them per (site, kind, verdict, truth, final label[, the
-other config's verdict]), a few hundred rows summed in Python into every figure; side by side, the same one scan gives
-both configs' reports, their agreement and the first config's own report. The judge-vs-reviewer table groups labels
-by (reviewer, label, verdict) instead of looking the verdict up four times per label. Figures printed with the load.
+How the page reads 100,000 episodes: on PostgreSQL from the summary (taskgen/stages/validate/summary.py), cells per
+(run, judge config or pair of configs, site, kind, verdict, verifier result, final label) that triggers keep marked
+and the page brings up to date before it reads; a few hundred rows summed in Python into every figure. Elsewhere (and
+against one reviewer's labels) one grouped scan counts them. The judge-vs-reviewer table groups labels by (reviewer,
+label, verdict). Figures printed with the load; the last line times the page right after 1,000 episodes' verdicts
+changed (the page re-sums those episodes first).
 """
 from __future__ import annotations
 
@@ -82,6 +84,18 @@ def _time_page(client: Client, query: dict, repeats: int) -> tuple[float, float,
     return statistics.median(times), cpu, queries
 
 
+def _time_after_writes(client: Client, query: dict, config: JudgeConfig) -> None:
+    """One page request right after 1,000 episodes' verdicts changed: it first re-sums those episodes."""
+    changed = list(Judgment.objects.filter(config=config).order_by("?").values_list("pk", flat=True)[:1000])
+    Judgment.objects.filter(pk__in=changed[::2]).update(verdict="SUCCESS")
+    Judgment.objects.filter(pk__in=changed[1::2]).update(verdict="NOT SUCCESS")
+    pid = backend_pid(connection)
+    cpu_start, started = cpu_seconds(pid), time.perf_counter()
+    client.get("/validate/", query)
+    print(f"    {'after 1,000 verdicts changed':<26} {(time.perf_counter() - started) * 1000:8.1f} ms wall  "
+          f"{(cpu_seconds(pid) - cpu_start) * 1000:7.1f} ms cpu  (one request; load {os.getloadavg()[0]:.1f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10000,100000")
@@ -124,6 +138,7 @@ def main() -> None:
                 ms, cpu, queries = _time_page(client, query, args.repeats)
                 print(f"    {label:<26} {ms:8.1f} ms wall  {cpu:7.1f} ms cpu  {queries} queries"
                       f"  (load {os.getloadavg()[0]:.1f})")
+            _time_after_writes(client, base, configs[0])
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
+from taskgen.harness.agents import AgentError, agent_choices, agent_options_check
 from taskgen.models import Export, JudgeConfig, Run, Site
 from taskgen.providers import provider_choices
 from taskgen.stages.judge.images import POLICIES
@@ -65,12 +66,46 @@ class AttemptForm(StageForm):
     stage, title = "attempt", "Attempt tasks in the browser harness"
     explain = "Runs an agent on each task of a tasks file and records every episode."
     tasks_file = _path_field("Tasks file (tasks.jsonl)")
-    # Only the agents the attempt stage offers; an LLM agent is added here when the harness has one.
-    agent = forms.ChoiceField(choices=[("scripted", "scripted (known solution, seeded mistakes)")])
+    agent = forms.ChoiceField(choices=agent_choices,
+                              help_text="A model agent needs its provider: GEMINI_API_KEY, or an OpenAI-compatible "
+                                        "server (OPENAI_BASE_URL or the URL below).")
     name = forms.CharField(label="Run name", max_length=200, help_text="A new plain name: letters, digits, - _ .")
     mistakes = forms.FloatField(label="Mistake rate (scripted agent)", min_value=0, max_value=1, initial=0.3)
     seed = forms.IntegerField(initial=0)
     limit = forms.IntegerField(label="At most this many tasks", required=False, min_value=1)
+    model = forms.CharField(label="Model (model agents)", max_length=200, required=False,
+                            help_text="Empty: TASKGEN_AGENT_MODEL, else the provider's default model.")
+    # A CharField: a server on the compose network ("http://vllm:8000/v1") has no dot, which URLField refuses.
+    base_url = forms.CharField(label="Server URL (openai-compatible)", required=False, max_length=500,
+                              help_text="e.g. http://127.0.0.1:8001/v1 for vLLM; empty: OPENAI_BASE_URL. "
+                                        "The key comes only from OPENAI_API_KEY.")
+    images = forms.ChoiceField(label="Screenshots (model agents)", required=False, initial="",
+                               choices=[("", "as the setting says (TASKGEN_OPENAI_IMAGES)"),
+                                        ("yes", "send them (the model takes images)"),
+                                        ("no", "text only (the model takes no images)")])
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("agent"):
+            try:
+                agent_options_check(name=data["agent"], options=self.agent_options())
+            except AgentError as exc:
+                raise forms.ValidationError(str(exc)) from exc
+        return data
+
+    def agent_options(self) -> dict:
+        """A model agent's options from the form's fields (none for the scripted agent)."""
+        data = self.cleaned_data
+        if data.get("agent") == "scripted":
+            return {}
+        options = {"model": data.get("model") or "", "base_url": data.get("base_url") or ""}
+        if data.get("images"):
+            options["images"] = data["images"] == "yes"
+        return {key: value for key, value in options.items() if value != ""}
+
+    def params(self) -> dict:
+        values = {k: v for k, v in super().params().items() if k not in ("model", "base_url", "images")}
+        return {**values, "agent_options": self.agent_options()}
 
 
 class AttemptApprovedForm(AttemptForm):
@@ -80,7 +115,8 @@ class AttemptApprovedForm(AttemptForm):
     sites = forms.ModelMultipleChoiceField(queryset=Site.objects.order_by("slug"), to_field_name="slug")
     include_all = forms.BooleanField(required=False, label="All tasks not dropped",
                                      help_text="Also the tasks nobody has approved yet.")
-    field_order = ["sites", "include_all", "agent", "name", "mistakes", "seed", "limit"]
+    field_order = ["sites", "include_all", "agent", "name", "mistakes", "seed", "limit", "model", "base_url",
+                   "images"]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -108,9 +144,11 @@ class JudgeForm(StageForm):
                                       "TASKGEN_OPENAI_MODEL for openai-compatible); rules has one model.")
     prompt_version = forms.ChoiceField(choices=_prompt_versions, label="Prompt version",
                                        help_text="The prompt file in use (TASKGEN_JUDGE_PROMPT_FILE).")
-    image_policy = forms.ChoiceField(choices=[(name, name) for name in POLICIES], initial=settings.JUDGE_IMAGE_POLICY,
-                                     help_text="medium / low: Gemini's media resolution (256 / 64 tokens an image); "
-                                               "small: a 768-px copy; default: a 1,024-px copy; full: as stored.")
+    image_policy = forms.ChoiceField(
+        choices=[("", "the provider's default"), *((name, name) for name in POLICIES)], required=False,
+        help_text=f"Empty: {settings.JUDGE_IMAGE_POLICY} for gemini, small for the others. medium / low: Gemini's "
+                  "media resolution (256 / 64 tokens an image); small / default: a 768 / 1,024-px copy; full: as "
+                  "stored.")
     batch = forms.BooleanField(required=False, help_text="Use the provider's batch API (cheaper, slower).")
 
     def __init__(self, *args, **kwargs) -> None:

@@ -13,7 +13,19 @@ from __future__ import annotations
 from functools import reduce
 from operator import or_
 
-from django.db.models import BooleanField, ExpressionWrapper, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import (
+    BooleanField,
+    Case,
+    ExpressionWrapper,
+    Func,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    When,
+)
+from django.db.models.lookups import GreaterThan
 
 from review.episode_filters import Facts, judge_disagrees_with_verifier
 from taskgen.models import Episode, Judgment
@@ -29,8 +41,28 @@ RISKS = (
 TIERS = 4  # 0..3 as above; the rest come last
 
 
+class StoredSize(Func):
+    """A JSON field's stored size in bytes, read without fetching or decompressing the value (PostgreSQL keeps a large
+    one out of line: comparing it with '[]' would fetch every episode's whole request log)."""
+
+    function = "pg_column_size"
+    output_field = IntegerField()
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return super().as_sql(compiler, connection, function="length", **extra)
+
+
+_EMPTY_LIST_MAX_BYTES = 16  # '[]' is 8 bytes in PostgreSQL, 2 characters in SQLite: a larger value is not empty
+
+
+def _empty_list(field: str) -> Case:
+    """`field` holds [] (compared only when its stored size allows it: CASE tries its branches in order)."""
+    return Case(When(GreaterThan(StoredSize(field), _EMPTY_LIST_MAX_BYTES), then=False),
+                When(Q(**{field: []}), then=True), default=False, output_field=BooleanField())
+
+
 # a live-web run records no server evidence at all: only a session that made requests can show "no change"
-_NO_CHANGE = Q(task_kind="action", data_changes=[]) & ~Q(request_log=[])
+_NO_CHANGE = Q(task_kind="action") & Q(_empty_list("data_changes")) & ~Q(_empty_list("request_log"))
 
 
 def risk_conditions(config_id: int | None, *, correlated: bool = False) -> dict[str, Q]:

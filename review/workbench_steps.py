@@ -37,6 +37,7 @@ class StepAction:
     target: str
     box: tuple[int, int, int, int] | None
     screen: str = ""  # the file name of the screen it was taken from, when there is one
+    reasoning: str = ""  # a model agent's reasoning for this action (untrusted text: templates escape it)
 
 
 @dataclass
@@ -70,6 +71,18 @@ def _targets(episode: Episode) -> tuple[dict[int, Target], list]:
     return recorded, rows
 
 
+def agent_reasoning(extra) -> list[str]:
+    """A model agent's reasoning per action (grade_inputs.json `agent_steps`, one per step), "" where it gave none."""
+    steps = extra.get("agent_steps") if isinstance(extra, dict) else None
+    return [str(s.get("reasoning") or "")[:4000] if isinstance(s, dict) else "" for s in steps or []]
+
+
+def agent_run(extra) -> dict:
+    """A model agent's episode summary (provider, model, prompt version, tokens, cost), {} for other agents."""
+    run = extra.get("agent_run") if isinstance(extra, dict) else None
+    return run if isinstance(run, dict) else {}
+
+
 def _as_recorded(actions: list, rows: list) -> list:
     """The actions with each one's keys in recorded order: PostgreSQL's jsonb stores an object's keys in its own
     order, so where rows.jsonl (kept as text) holds the same action, its order is the one shown."""
@@ -81,7 +94,9 @@ def episode_steps(episode: Episode) -> tuple[list[StepAction], list[Screen]]:
     """The episode's steps (one per action) and its screens in order, each step screen tied to its step."""
     targets, rows = _targets(episode)
     actions = _as_recorded(episode.actions if isinstance(episode.actions, list) else [], rows)
-    steps = [StepAction(n + 1, action_line(a), target_label(targets.get(n)), getattr(targets.get(n), "box", None))
+    reasons = agent_reasoning(episode.extra)
+    steps = [StepAction(n + 1, action_line(a), target_label(targets.get(n)), getattr(targets.get(n), "box", None),
+                        reasoning=reasons[n] if n < len(reasons) else "")
              for n, a in enumerate(actions)]
     shots = list(getattr(episode, "screens", []))
     step_shots = [s for s in shots if s.kind == Screenshot.Kind.STEP]

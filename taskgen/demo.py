@@ -1,5 +1,5 @@
 """What `make demo` needs beyond the pipeline: the demo login remembered for the final banner, and the web server
-and Celery worker started together and stopped together, quickly, on Ctrl-C.
+and Celery workers started together and stopped together, quickly, on Ctrl-C.
 
 The login is kept in VAR_DIR/demo-login.json (readable by its owner only, never committed), so the banner printed
 when the servers are up can say it again; once someone changes that password in the admin, the banner says so
@@ -68,15 +68,23 @@ def _start(name: str, args: list[str], logs: Path) -> Server:
 
 
 def servers_start(*, host: str, port: int, concurrency: int = 2) -> list[Server]:
-    """The Celery worker (every queue, with Celery beat inside it for the engine's reconciler) and the web server,
-    each in its own process group, output to logs/."""
+    """The Celery workers (default and browser queues in processes, with Celery beat inside for the engine's
+    reconciler; the judge queue in threads) and the web server, each in its own process group, output to logs/."""
     logs = Path(settings.VAR_DIR) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     python = sys.executable
-    worker = [python, "-m", "celery", "-A", "taskgen", "worker", "-B", "-Q", "default,judge,browser",
-              "--concurrency", str(concurrency), "--loglevel", "INFO"]
+    celery = [python, "-m", "celery", "-A", "taskgen", "worker", "--loglevel", "INFO"]
+    worker = [*celery, "-B", "-Q", "default,browser", "--concurrency", str(concurrency), "-n", "demo@%h"]
     web = [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"]
-    return [_start("worker", worker, logs), _start("web", web, logs)]
+    return [_start("worker", worker, logs), _start("judge-worker", judge_worker_command(celery), logs),
+            _start("web", web, logs)]
+
+
+def judge_worker_command(celery: list[str]) -> list[str]:
+    """The `judge` queue's worker: a model call waits on the network, so one process keeps
+    settings.JUDGE_CONCURRENCY calls in flight in threads (as docker-compose's worker-judge does)."""
+    return [*celery, "-Q", "judge", "-P", "threads", "--concurrency", str(settings.JUDGE_CONCURRENCY),
+            "-n", "judge@%h"]
 
 
 def wait_until_serving(url: str, servers: list[Server], timeout: float = 60.0) -> bool:

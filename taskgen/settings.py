@@ -231,6 +231,8 @@ try:
 except ValueError as exc:
     raise ImproperlyConfigured(f"TASKGEN_JUDGE_PROVIDER: {exc}") from exc
 JUDGE_RPM = env_int("TASKGEN_JUDGE_RPM", 600, minimum=1)
+# The rate limit is counted per window of this many seconds (JUDGE_RPM scaled to it): a minute, as Gemini counts.
+JUDGE_RATE_WINDOW_SECONDS = env_int("TASKGEN_JUDGE_RATE_WINDOW", 60, minimum=1)
 JUDGE_PROMPT_FILE = env_str("TASKGEN_JUDGE_PROMPT_FILE", "")
 # Judge calls: timeout per call, retries of transient errors (429, 5xx, timeouts) with exponential backoff + jitter
 # (never sooner than the server's retry hint), and how screenshots are sent (see taskgen/stages/judge/images.py).
@@ -268,6 +270,15 @@ SANDBOX_BASE_URL = env_str("TASKGEN_SANDBOX_BASE_URL", "")
 HARNESS_MAX_STEPS = env_int("TASKGEN_HARNESS_MAX_STEPS", 20, minimum=1)
 # An episode still running after this many seconds is stopped and recorded as failed (below the Celery time limit).
 HARNESS_EPISODE_SECONDS = env_int("TASKGEN_HARNESS_EPISODE_SECONDS", 120, minimum=5)
+# Model agents (gemini, openai-compatible): what one step shows the model, capped so a long page does not blow the
+# context; retries of a busy model (the judge's backoff rule); the prompt file (taskgen/prompts/agent_v1.txt).
+AGENT_MODEL = env_str("TASKGEN_AGENT_MODEL", "")  # empty: the provider's default model
+AGENT_PROMPT_FILE = env_str("TASKGEN_AGENT_PROMPT_FILE", "")
+AGENT_MAX_ELEMENTS = env_int("TASKGEN_AGENT_MAX_ELEMENTS", 150, minimum=1)
+AGENT_ELEMENT_CHARS = env_int("TASKGEN_AGENT_ELEMENT_CHARS", 80, minimum=10)
+AGENT_TEXT_CHARS = env_int("TASKGEN_AGENT_TEXT_CHARS", 2500, minimum=0)
+AGENT_HISTORY = env_int("TASKGEN_AGENT_HISTORY", 10, minimum=0)
+AGENT_MAX_ATTEMPTS = env_int("TASKGEN_AGENT_MAX_ATTEMPTS", 4, minimum=1)
 REVIEW_RESERVATION_MINUTES = env_int("TASKGEN_RESERVATION_MINUTES", 5, minimum=1)
 SAMPLE_SEED = env_int("TASKGEN_SAMPLE_SEED", 20261202)
 

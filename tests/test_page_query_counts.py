@@ -112,3 +112,19 @@ def test_a_label_post_makes_the_same_number_of_queries_whatever_the_episode_hold
         world = _world(size)
         counts.append(_label_post_queries(reviewer_client, world["episodes"][0], world["queue"]))
     assert counts[0] == counts[1], f"label post: {counts[0]} queries beside one label, {counts[1]} beside {LARGE}"
+
+
+def test_taking_the_next_item_makes_the_same_number_of_queries_whatever_the_queue_holds(reviewer_client):
+    """Take next reads one lean row for the next item, however many episodes wait and however much each holds."""
+    counts = []
+    for size in (SMALL, LARGE):
+        world = _world(size)
+        url = reverse("review:queue_next", args=[world["queue"].pk])
+        with CaptureQueriesContext(connection) as captured:
+            response = reviewer_client.post(url)
+        assert response.status_code == 302 and "/episodes/" in response["Location"]
+        selected = [q["sql"].split(" FROM ")[0] for q in captured]
+        assert not any("request_log" in columns for columns in selected), "take next read the episodes' evidence"
+        counts.append(len(captured))
+        reviewer_client.post(reverse("review:queue_release", args=[world["queue"].pk]))
+    assert counts[0] == counts[1], f"take next: {counts[0]} queries beside one open episode, {counts[1]} beside {LARGE}"

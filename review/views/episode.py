@@ -13,7 +13,7 @@ from review.final_label_rule import UNSURE_RULE, final_label_state
 from review.models import LabelVerdict, Queue, Reservation
 from review.roles import Role, has_role, require_role
 from review.services import ReviewError, final_label_adjudicate, label_set
-from review.workbench_steps import episode_steps, screen_text_kind
+from review.workbench_steps import agent_run, episode_steps, screen_text_kind
 from taskgen.models import Episode
 
 SUGGESTED_TAGS = ["side effect missed", "wrong answer accepted", "evidence misread", "partial task", "judge too strict"]
@@ -45,6 +45,7 @@ def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | Non
         "episode": episode, "queue": queue, "blind": blind, "my_label": my_label,
         "other_labels": [lb for lb in episode.label_list if lb.reviewer_id != request.user.pk],
         "screens": screens, "step_actions": step_actions, "screen_text_kind": screen_text_kind(episode, screens),
+        "agent_run": agent_run(episode.extra),
         "requests": reqs, "noise_count": sum(r.is_noise for r in reqs), "changes": chgs, "judged": judged,
         "primary": _primary_judgment(judged, queue),
         "final_state": final_label_state(final=final, verdicts=[lb.verdict for lb in episode.label_list]),

@@ -16,6 +16,11 @@
     document.getElementById("step-zoom").href = f.dataset.url;
     document.getElementById("step-name").textContent = f.dataset.name + " (" + (current + 1) + "/" + frames.length + ")";
     document.getElementById("step-caption").textContent = f.dataset.caption || "";
+    var reasoning = document.getElementById("step-reasoning");
+    if (reasoning) {
+      document.getElementById("step-reasoning-text").textContent = f.dataset.reasoning || "";
+      reasoning.hidden = !f.dataset.reasoning;
+    }
     drawTarget(f);
     f.scrollIntoView({block: "nearest", inline: "nearest"});
   }

@@ -2,12 +2,11 @@
 admin, so a run resumes the same way however it was started (its typed parameters are stored with it)."""
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from taskgen.engine.runs import run_finish_if_settled
-from taskgen.engine.stage_table import stage_work
+from taskgen.engine.stage_table import stage_work, workers_per_run
 from taskgen.engine.tasks import dispatch_on_commit
 from taskgen.engine.units import OPEN, Status, units_create
 from taskgen.models import PipelineRun, WorkUnit
@@ -31,7 +30,7 @@ def run_start(*, stage: str, params: dict | StageParams, user=None, started_with
             status=PipelineRun.Status.RUNNING, started_at=timezone.now())
         units_create(pipeline_run=pipeline_run, keys=keys)
         if keys:
-            dispatch_on_commit(pipeline_run.pk, min(len(keys), settings.ENGINE_WORKERS_PER_RUN))
+            dispatch_on_commit(pipeline_run.pk, min(len(keys), workers_per_run(work.name)))
         else:
             run_finish_if_settled(pipeline_run_id=pipeline_run.pk)
     pipeline_run.refresh_from_db()
@@ -63,7 +62,7 @@ def run_resume(*, pipeline_run: PipelineRun) -> PipelineRun:
         PipelineRun.objects.filter(pk=locked.pk).update(status=PipelineRun.Status.RUNNING, finished_at=None,
                                                         woken_at=None)
         if reopened or still_open:
-            dispatch_on_commit(locked.pk, min(still_open, settings.ENGINE_WORKERS_PER_RUN))  # reopened ones included
+            dispatch_on_commit(locked.pk, min(still_open, workers_per_run(locked.stage)))  # reopened ones included
         else:
             run_finish_if_settled(pipeline_run_id=locked.pk)
     pipeline_run.refresh_from_db()

@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from taskgen.engine.runs import run_error, run_finish_if_settled, run_refresh
-from taskgen.engine.stage_table import ENGINE_STAGES
+from taskgen.engine.stage_table import ENGINE_STAGES, workers_per_run
 from taskgen.engine.units import Status
 from taskgen.models import PipelineRun, WorkUnit
 
@@ -41,7 +41,7 @@ def reconcile(*, dispatch: Dispatch, now=None) -> Reconciled:
         if run_refresh(pipeline_run_id=pipeline_run.pk) == 0:
             if run_finish_if_settled(pipeline_run_id=pipeline_run.pk):
                 outcome.finished.append(pipeline_run.pk)
-        elif _needs_workers(pipeline_run, now) and dispatch(pipeline_run.pk, settings.ENGINE_WORKERS_PER_RUN):
+        elif _needs_workers(pipeline_run, now) and dispatch(pipeline_run.pk, workers_per_run(pipeline_run.stage)):
             outcome.woken.append(pipeline_run.pk)
     return outcome
 

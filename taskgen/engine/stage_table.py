@@ -1,6 +1,8 @@
 """The stages the engine runs, by name: each stage folder declares its StageWork in `work.py`."""
 from __future__ import annotations
 
+from django.conf import settings
+
 from taskgen.stages.attempt.work import ATTEMPT_WORK
 from taskgen.stages.contract import StageWork
 from taskgen.stages.export.work import EXPORT_WORK
@@ -27,3 +29,10 @@ def stage_work(name: str) -> StageWork:
 
 def runs_on_engine(name: str) -> bool:
     return name in ENGINE_STAGES
+
+
+def workers_per_run(name: str) -> int:
+    """Worker messages a run of this stage gets: the stage's own number (the judge's I/O-bound threads want more),
+    else settings.ENGINE_WORKERS_PER_RUN."""
+    work = ENGINE_STAGES.get(name)
+    return (work.workers if work else 0) or settings.ENGINE_WORKERS_PER_RUN

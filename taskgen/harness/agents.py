@@ -9,8 +9,12 @@ from __future__ import annotations
 import copy
 import random
 from typing import Protocol
+from urllib.parse import urlsplit
+
+from django.conf import settings
 
 from taskgen.harness.observe import Observation
+from taskgen.providers import provider_choices, provider_default_model, provider_missing, provider_names
 
 SCRIPTED_NAME = "scripted (simulation)"
 MISTAKES = ("skip_step", "wrong_value", "stop_early", "wrong_answer")
@@ -26,6 +30,16 @@ class Agent(Protocol):
 
 class AgentError(RuntimeError):
     """The agent cannot attempt this task (for the scripted agent: the task has no known solution)."""
+
+
+class AgentStop(Exception):  # noqa: N818 (a clean end of an episode, not an error)
+    """The episode ends here, cleanly, for a reason the record keeps: `finished` says which kind (bad_element,
+    off_site), `reason` says it in words."""
+
+    def __init__(self, finished: str, reason: str) -> None:
+        super().__init__(reason)
+        self.finished = finished
+        self.reason = reason
 
 
 def find_element(elements: list[dict], target: dict) -> dict | None:
@@ -116,7 +130,58 @@ class ScriptedAgent:
         return {name: {"index": element["index"], **resolved}}
 
 
-def agent_create(*, name: str, mistake_rate: float = 0.0, seed: int = 0) -> Agent:
+MODEL_OPTIONS = ("model", "base_url", "images")  # what an attempt may set for a model agent
+
+
+def agent_names() -> tuple[str, ...]:
+    """Every agent an attempt can run: the scripted simulation and each provider that can act as an agent."""
+    return ("scripted", *provider_names("agent"))
+
+
+def agent_choices() -> list[tuple[str, str]]:
+    """(name, label) pairs for a form's agent field."""
+    return [("scripted", "scripted (known solution, seeded mistakes: a simulation)"),
+            *[(name, f"{label}: a model acts") for name, label in provider_choices("agent")]]
+
+
+def agent_options_check(*, name: str, options: dict) -> dict:
+    """A model agent's options (model, base_url, images), checked: AgentError says what is wrong. The scripted
+    agent takes none of them (its mistake rate and seed are the attempt's own)."""
+    if name not in agent_names():
+        raise AgentError(f"unknown agent {name!r}; available: {', '.join(agent_names())}")
+    if name == "scripted":
+        return dict(options)
+    unknown = sorted(set(options) - set(MODEL_OPTIONS))
+    if unknown:
+        raise AgentError(f"unknown option(s) {', '.join(unknown)} for the {name} agent: use {', '.join(MODEL_OPTIONS)}")
+    base_url = str(options.get("base_url") or "")
+    parts = urlsplit(base_url)
+    if base_url and (name != "openai-compatible" or parts.scheme not in ("http", "https") or not parts.netloc):
+        raise AgentError("base_url is an http(s) URL of an OpenAI-compatible server (for the openai-compatible agent)")
+    if options.get("images") not in (None, True, False):
+        raise AgentError("images is true (send screenshots), false (text only) or unset (the setting)")
+    if not base_url and (missing := provider_missing(name)):
+        raise AgentError(missing)
+    return dict(options)
+
+
+def agent_label(name: str, options: dict | None = None) -> str:
+    """How runs name an agent: the simulation as such, a model by provider and model."""
+    if name == "scripted":
+        return SCRIPTED_NAME
+    return f"{name} {(options or {}).get('model') or settings.AGENT_MODEL or provider_default_model(name)}"
+
+
+def agent_create(*, name: str, mistake_rate: float = 0.0, seed: int = 0, max_steps: int | None = None,
+                 **options) -> Agent:
+    """The agent called `name`: scripted, or a model agent with its options (model, base_url, images)."""
     if name == "scripted":
         return ScriptedAgent(mistake_rate=mistake_rate, seed=seed)
-    raise AgentError(f"unknown agent {name!r}: this version has the 'scripted' agent (a simulation)")
+    if name in provider_names("agent"):
+        from taskgen.harness.model_agent import ModelAgent  # its provider SDKs load only when a model acts
+
+        agent_options_check(name=name, options=options)
+        return ModelAgent(provider=name, model=str(options.get("model") or ""),
+                          base_url=str(options.get("base_url") or ""), takes_images=options.get("images"),
+                          max_steps=max_steps)
+    raise AgentError(f"unknown agent {name!r}; available: {', '.join(agent_names())}")

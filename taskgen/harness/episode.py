@@ -13,7 +13,7 @@ from django.conf import settings
 from sandbox.evidence import COOKIE
 from sandbox.models import SandboxSession
 from sandbox.verifiers import VerifierError, verifier_evaluate
-from taskgen.harness.agents import Agent
+from taskgen.harness.agents import Agent, AgentStop
 from taskgen.harness.browser import HarnessError, browser_context, in_browser_thread
 from taskgen.harness.observe import TEXT_CAP, Observation, observe
 from taskgen.harness.rundir import EpisodeRecord
@@ -59,6 +59,7 @@ def episode_run(*, task: dict, agent: Agent, base_url: str, max_steps: int = 20,
     except Exception as exc:  # one episode's failure is recorded, never the end of the run
         record.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
         record.finished = "error"
+    _agent_report(record, agent)
     with clock.phase("app"):
         _collect_evidence(record, session)
     record.timings = {**clock.spent, "sandbox_server": server_seconds() - served_before}
@@ -106,18 +107,31 @@ def _drive(record: EpisodeRecord, agent: Agent, token: str, base_url: str, max_s
             page.close()
 
 
+def _agent_report(record: EpisodeRecord, agent: Agent) -> None:
+    """A model agent's per-step record (prompt, raw output, reasoning, tokens, latency) and its episode summary."""
+    if hasattr(agent, "summary"):
+        record.agent_steps = [{k: v for k, v in s.items() if k not in ("action_text", "outcome")}
+                              for s in agent.steps]
+        record.agent_run = agent.summary()
+
+
 def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: int, clock: _Clock,
           server_errors: SiteServerErrors) -> None:
     record.finished = "step_limit"
+    record.end_reason = f"the step limit ({max_steps}) was reached"
     deadline = time.monotonic() + settings.HARNESS_EPISODE_SECONDS
     for step in range(1, max_steps + 1):
         if time.monotonic() > deadline:
             raise HarnessError(f"episode timed out after {settings.HARNESS_EPISODE_SECONDS}s at step {step}")
         with clock.phase("browser"):
             shot = page.screenshot(type="png")
-            obs = observe(page, step)
-        with clock.phase("agent"):
-            action = agent.act(obs)
+            obs = observe(page, step, shot)
+        try:
+            with clock.phase("agent"):
+                action = agent.act(obs)
+        except AgentStop as stop:  # the agent named what it cannot do here: the episode ends, cleanly
+            record.finished, record.end_reason = stop.finished, stop.reason
+            action = {"done": {"reason": stop.reason}}
         record.shots.append(shot)
         record.seen.append(obs.text)
         if target := obs.target(action, len(record.actions)):
@@ -126,8 +140,11 @@ def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: i
         record.rows.append(_row(record, obs, action, step))
         name, params = next(iter(action.items()))
         if name == "done":
-            record.finished = "done"
+            if record.finished == "step_limit":
+                record.finished, record.end_reason = "done", ""
             return
+        if name == "invalid":  # an answer the model could not phrase twice: a failed step, nothing to execute
+            continue
         with clock.phase("browser"):
             _execute(record, page, base_url, name, params or {})
         server_errors.raise_if_any()

@@ -21,7 +21,20 @@ ELEMENTS_JS = """
     const label = (el.labels && el.labels[0]) ? el.labels[0].innerText : (el.getAttribute('aria-label') || '');
     const text = (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA') ? (el.value || el.placeholder || '')
                : (el.tagName === 'SELECT' ? '' : (el.innerText || el.getAttribute('aria-label') || ''));
-    out.push({index: i, tag: el.tagName.toLowerCase(), type: el.getAttribute('type') || '', name: el.name || '',
+    const type = (el.getAttribute('type') || '').toLowerCase();
+    const roles = {A: 'link', BUTTON: 'button', SELECT: 'combobox', TEXTAREA: 'textbox'};
+    const role = el.getAttribute('role') || roles[el.tagName]
+      || ({checkbox: 'checkbox', radio: 'radio', submit: 'button', button: 'button', reset: 'button',
+           search: 'searchbox'}[type] || 'textbox');
+    const checkable = type === 'checkbox' || type === 'radio';
+    const value = checkable ? (el.checked ? 'checked' : 'unchecked')
+      : (['INPUT', 'TEXTAREA', 'SELECT'].includes(el.tagName) ? (el.value || '') : '');
+    const quoted = s => JSON.stringify(s);
+    const tag = el.tagName.toLowerCase();
+    const selector = el.name ? `${tag}[name=${quoted(el.name)}]` : (el.id ? '#' + CSS.escape(el.id)
+      : (el.getAttribute('href') ? `a[href=${quoted(el.getAttribute('href'))}]` : `[data-tg-index="${i}"]`));
+    out.push({index: i, tag, type: el.getAttribute('type') || '', name: el.name || '', role,
+              value: value.slice(0, 200), selector: selector.slice(0, 160),
               text: text.trim().slice(0, 120), label: label.trim().slice(0, 80), href: el.getAttribute('href') || '',
               placeholder: (el.getAttribute('placeholder') || '').slice(0, 80),
               options: el.tagName === 'SELECT'
@@ -33,6 +46,14 @@ ELEMENTS_JS = """
 """
 
 
+def element_name(element: dict) -> str:
+    """An element's accessible name as a person reads it: a field by its label (its text is its value), a link or
+    button by its text."""
+    if element["tag"] in ("input", "textarea", "select"):
+        return element["label"] or element.get("placeholder") or element["name"] or element["text"]
+    return element["text"] or element["label"] or element["name"]
+
+
 @dataclass
 class Observation:
     step: int
@@ -40,6 +61,7 @@ class Observation:
     title: str
     text: str
     elements: list[dict] = field(default_factory=list)
+    screenshot: bytes | None = None  # the screen the agent acts on (PNG)
 
     def target(self, action: dict, action_index: int) -> dict | None:
         """The element an action names by index, as recorded for the review page: its name and its box on this
@@ -49,11 +71,8 @@ class Observation:
         element = next((e for e in self.elements if e["index"] == index), None) if isinstance(index, int) else None
         if element is None:
             return None
-        if element["tag"] in ("input", "textarea", "select"):  # a field is named by its label; its text is its value
-            name = element["label"] or element.get("placeholder") or element["name"] or element["text"]
-        else:
-            name = element["text"] or element["label"] or element["name"]
-        return {"action": action_index, "step": self.step, "index": index, "tag": element["tag"], "name": name,
+        return {"action": action_index, "step": self.step, "index": index, "tag": element["tag"],
+                "name": element_name(element),
                 "box": element.get("box")}
 
     def element_lines(self) -> list[str]:
@@ -67,7 +86,8 @@ class Observation:
         return lines
 
 
-def observe(page, step: int) -> Observation:
+def observe(page, step: int, screenshot: bytes | None = None) -> Observation:
     elements = page.evaluate(ELEMENTS_JS)
     text = page.inner_text("body")[:TEXT_CAP]
-    return Observation(step=step, url=page.url, title=page.title(), text=text, elements=elements)
+    return Observation(step=step, url=page.url, title=page.title(), text=text, elements=elements,
+                       screenshot=screenshot)

@@ -23,7 +23,10 @@ class EpisodeRecord:
     targets: list[dict] = field(default_factory=list)  # the element each click/type/select named, with its box
     verifier: dict | None = None  # {ok, parts}
     error: str = ""
-    finished: str = ""  # done | step_limit | error
+    finished: str = ""  # done | step_limit | error | bad_element | off_site
+    end_reason: str = ""  # why it ended, in words, when not by the agent's own done
+    agent_steps: list[dict] = field(default_factory=list)  # a model agent's: prompt, raw output, reasoning, tokens
+    agent_run: dict = field(default_factory=dict)  # a model agent's: provider, model, prompt version, tokens, cost
     timings: dict = field(default_factory=dict)
 
     @property
@@ -46,6 +49,11 @@ def episode_write(*, record: EpisodeRecord, run_dir: Path) -> Path:
         grade["targets"] = record.targets
     if record.error:
         grade["error"] = record.error
+    if record.agent_steps:  # beside the reference's keys too: the review page shows each step's reasoning
+        grade["agent_steps"] = record.agent_steps
+        grade["agent_run"] = record.agent_run
+    if record.end_reason:
+        grade["end_reason"] = record.end_reason
     _dump(ep / "grade_inputs.json", grade)
     for n, png in enumerate(record.shots, start=1):
         (ep / "screenshots" / f"step_{n}.png").write_bytes(png)
@@ -59,6 +67,13 @@ def episode_write(*, record: EpisodeRecord, run_dir: Path) -> Path:
 
 
 def episode_summary(record: EpisodeRecord) -> dict:
-    return {"task_id": record.task_id, "site": record.task.get("site"), "instruction": record.task.get("instruction"),
-            "agent": record.agent, "steps": len(record.rows), "answer": record.answer, "finished": record.finished,
-            "ok": None if record.verifier is None else record.verifier["ok"], "error": record.error}
+    summary = {"task_id": record.task_id, "site": record.task.get("site"),
+               "instruction": record.task.get("instruction"), "agent": record.agent, "steps": len(record.rows),
+               "answer": record.answer, "finished": record.finished,
+               "ok": None if record.verifier is None else record.verifier["ok"], "error": record.error}
+    if record.end_reason:
+        summary["end_reason"] = record.end_reason
+    if record.agent_run:  # a model agent's model, prompt version, tokens and cost
+        summary.update({k: record.agent_run[k] for k in ("model", "prompt_version", "input_tokens", "output_tokens",
+                                                        "cost_usd")})
+    return summary

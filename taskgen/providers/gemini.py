@@ -53,7 +53,7 @@ def retry_hint_seconds(error: genai_errors.APIError) -> float | None:
 def _config(request: ProviderRequest) -> types.GenerateContentConfig:
     return types.GenerateContentConfig(
         system_instruction=request.system,
-        temperature=0.0,
+        temperature=request.temperature,
         max_output_tokens=8192,
         response_mime_type="application/json" if request.json_mode else None,
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),  # no tools: skip the SDK loop

@@ -60,5 +60,6 @@ class StageWork:
     lease_seconds: int | None = None
     unit_seconds: int | None = None  # the most one unit may take, when more than a lease (the task's time limits)
     max_attempts: int = 3
+    workers: int = 0  # worker messages sent per run (0: settings.ENGINE_WORKERS_PER_RUN); each is one worker slot
     nothing_to_do: str = "nothing to do"
     run_of: Callable[[StageParams], int | None] = lambda params: None

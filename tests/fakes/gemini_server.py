@@ -209,9 +209,9 @@ class FakeGemini:
                           "details": details if code == 429 else []}}
 
     def _text(self, body: dict, fault: str) -> str:
-        answer = self.answer(body)
-        if fault == "non_json":
+        if fault == "non_json":  # in place of the next answer: a scripted agent's policy is not used up by it
             return "I think the agent did it, mostly."
+        answer = self.answer(body)
         if fault == "fenced":
             return "Here is my judgment:\n```json\n" + json.dumps(answer) + "\n```"
         if fault == "no_verdict":

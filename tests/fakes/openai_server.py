@@ -4,11 +4,13 @@ tests and the benchmark: every request recorded, scripted faults, configurable l
     server = FakeOpenAI(answer=lambda body: {"verdict": "SUCCESS", "parts": []}).start()
     server.base_url                               # -> settings.OPENAI_BASE_URL (".../v1")
     server.script(["429", "503", "ok"])           # one fault per incoming call, then normal answers
+    server.fault_when = lambda body: "503" if "Lyon" in str(body) else None   # faults chosen by the request
 
 `answer(body)` returns the message: a dict (sent as JSON text), a str (sent as is), or a (text, reasoning) pair
 whose reasoning comes back as `reasoning_content`, as vLLM's reasoning parser returns it.
-Faults: "429" (Retry-After of `retry_hint` s), "500", "503", "timeout" (answers after `stall` s), "non_json" (prose),
-"empty" (no choices), "ok". Tokens: a token per 4 characters of text, 500 per image.
+Faults: "429" (Retry-After of `retry_hint` s), "500", "503", "timeout" (answers after `stall` s), "non_json"
+(prose, in place of the next answer), "empty" (no choices), "ok".
+Tokens: a token per 4 characters of text, 500 per image.
 Run it alone with `python -m tests.fakes.openai_server --latency 1` (prints its base URL).
 """
 from __future__ import annotations
@@ -52,6 +54,7 @@ class FakeOpenAI:
                  answer: Callable[[dict], dict | str | tuple[str, str]] | None = None) -> None:
         self.latency, self.retry_hint, self.stall = latency, retry_hint, stall
         self.answer = answer or (lambda body: {"verdict": "SUCCESS", "parts": []})
+        self.fault_when: Callable[[dict], str | None] = lambda body: None  # a fault chosen by the request itself
         self.requests: list[dict] = []
         self._faults: deque[str] = deque()
         self._lock = threading.Lock()
@@ -96,6 +99,7 @@ class FakeOpenAI:
         raw = handler.rfile.read(int(handler.headers.get("content-length") or 0))
         body = json.loads(raw or b"{}")
         fault = self._next_fault()
+        fault = self.fault_when(body) or fault if fault == "ok" else fault
         with self._lock:
             self.requests.append({"path": handler.path, "fault": fault, "body": body, "at": time.time(),
                                   "headers": {k.lower(): v for k, v in handler.headers.items()}})
@@ -108,11 +112,10 @@ class FakeOpenAI:
         return self._send(handler, 200, self._completion(body, fault))
 
     def _completion(self, body: dict, fault: str) -> dict:
-        answer = self.answer(body)
+        # A garbage answer stands in for the scripted one (a policy's next answer is not used up by it).
+        answer = "Let me think. I would probably click something." if fault == "non_json" else self.answer(body)
         text, reasoning = answer if isinstance(answer, tuple) else (answer, "")
         text = text if isinstance(text, str) else json.dumps(text)
-        if fault == "non_json":
-            text = "Let me think. I would probably click something."
         message = {"role": "assistant", "content": text}
         if reasoning:
             message["reasoning_content"] = reasoning

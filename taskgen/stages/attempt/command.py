@@ -1,4 +1,5 @@
-"""`taskgen attempt --tasks FILE --agent scripted --name RUN [--mistakes 0.3] [--workers N] [--limit N]`.
+"""`taskgen attempt --tasks FILE --agent scripted|gemini|openai-compatible --name RUN [--model M] [--base-url URL]
+[--mistakes 0.3] [--workers N] [--limit N]`.
 
 Starts an attempt on the engine (one unit per task, on the `browser` queue) and waits with a progress bar until the
 run is imported. With --workers N (default 2) it starts a local Celery worker with N processes on the `browser` queue
@@ -18,6 +19,7 @@ from django.conf import settings
 
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
+from taskgen.harness.agents import agent_names
 from taskgen.models import PipelineRun
 from taskgen.stages.contract import StageParamsError
 
@@ -27,7 +29,15 @@ HELP = "Run a tasks file's episodes in the browser harness (one work unit each) 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=Path, required=True, help="tasks.jsonl (e.g. sandbox/tasks.jsonl)")
-    parser.add_argument("--agent", default="scripted", help="scripted: replays known solutions (a simulation)")
+    parser.add_argument("--agent", default="scripted", choices=agent_names(),
+                        help="scripted replays known solutions (a simulation); gemini or openai-compatible: a model "
+                             "acts at each step")
+    parser.add_argument("--model", default="", help="a model agent's model (default: the provider's)")
+    parser.add_argument("--base-url", default="",
+                        help="openai-compatible: the server's URL, e.g. http://127.0.0.1:8001/v1 (default: "
+                             "OPENAI_BASE_URL)")
+    parser.add_argument("--images", choices=("yes", "no"), default=None,
+                        help="whether the model gets screenshots (default: TASKGEN_OPENAI_IMAGES)")
     parser.add_argument("--name", required=True, help="the run's name (its folder: DATA_ROOT/attempts/NAME)")
     parser.add_argument("--mistakes", type=float, default=0.3, help="the scripted agent's mistake rate (0..1)")
     parser.add_argument("--seed", type=int, default=0)
@@ -41,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: dict, stdout, stderr) -> int:
     params = {key: options.get(key) for key in ("agent", "name", "mistakes", "seed", "limit")}
+    params["agent_options"] = _agent_options(options)
     try:
         pipeline_run = run_start(stage=PipelineRun.Stage.ATTEMPT,
                                  params={**params, "tasks_file": str(options["tasks"])})
@@ -58,6 +69,16 @@ def run(options: dict, stdout, stderr) -> int:
         _stop_worker(worker)
     code = wait_report(waited=waited, stream=stderr)
     return _report(waited.pipeline_run, stdout, stderr) or code
+
+
+def _agent_options(options: dict) -> dict:
+    """A model agent's options from the command line (none for the scripted agent)."""
+    if options.get("agent", "scripted") == "scripted":
+        return {}
+    chosen = {"model": options.get("model") or "", "base_url": options.get("base_url") or ""}
+    if options.get("images"):
+        chosen["images"] = options["images"] == "yes"
+    return {key: value for key, value in chosen.items() if value != ""}
 
 
 def _start_worker(processes: int, pipeline_run_id: int) -> subprocess.Popen:

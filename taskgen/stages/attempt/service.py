@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from decimal import Decimal
 from pathlib import Path
 
 from django.conf import settings
 
 from sandbox.seed import SITES
 from sandbox.sitemap import sitemaps_sync
-from taskgen.harness.agents import AgentError, agent_create
+from taskgen.harness.agents import AgentError, agent_create, agent_label, agent_names, agent_options_check
 from taskgen.harness.episode import episode_run
 from taskgen.harness.rundir import EpisodeRecord, episode_write
 from taskgen.harness.server import sandbox_base_url
@@ -24,8 +25,6 @@ from taskgen.models import Episode, Run, Site, VerifierResult
 from taskgen.names import is_plain_name
 from taskgen.stages.contract import StageParamsError
 from taskgen.stages.import_.service import import_run_dir
-
-AGENTS = {"scripted": "scripted (simulation)"}
 
 
 class AttemptError(StageParamsError):
@@ -72,10 +71,15 @@ def attempt_run_dir(name: str) -> Path:
     return Path(settings.DATA_ROOT) / "attempts" / name
 
 
-def attempt_start_check(*, agent: str, name: str, mistakes: float) -> None:
-    """The start values an attempt needs: a known agent, a new plain run name, a mistake rate in 0..1."""
-    if agent not in AGENTS:
-        raise AttemptError(f"unknown agent {agent!r}; available: {', '.join(AGENTS)}")
+def attempt_start_check(*, agent: str, name: str, mistakes: float, agent_options: dict | None = None) -> None:
+    """The start values an attempt needs: a known agent with usable options (a model agent's server or key), a new
+    plain run name, a mistake rate in 0..1."""
+    if agent not in agent_names():
+        raise AttemptError(f"unknown agent {agent!r}; available: {', '.join(agent_names())}")
+    try:
+        agent_options_check(name=agent, options=agent_options or {})
+    except AgentError as exc:
+        raise AttemptError(str(exc)) from exc
     if not is_plain_name(name):
         raise AttemptError("the run name must be a plain name (letters, digits, - _ .), not a path")
     if not 0.0 <= mistakes <= 1.0:
@@ -107,7 +111,7 @@ def attempt_episode(*, run_dir: Path, task_id: str, agent: str, mistakes: float,
     """Run one episode and write its folder (a rerun replaces it whole); its outcome. EpisodeFailed (after the
     folder is written, so the evidence of the failure is kept) when the episode could not be recorded."""
     options = {"mistake_rate": mistakes, "seed": seed, **agent_options}
-    record = _record(_task(run_dir, task_id), agent, options, max_steps, label)
+    record = _record(_task(run_dir, task_id), agent, {**options, "max_steps": max_steps}, max_steps, label)
     started = time.perf_counter()
     shutil.rmtree(run_dir / task_id, ignore_errors=True)
     try:
@@ -119,7 +123,7 @@ def attempt_episode(*, run_dir: Path, task_id: str, agent: str, mistakes: float,
         raise EpisodeFailed(record.error)
     return {"task_id": task_id, "ok": None if record.verifier is None else record.verifier["ok"],
             "parts": (record.verifier or {}).get("parts", []), "finished": record.finished,
-            "steps": len(record.rows), "timings": record.timings}
+            "steps": len(record.rows), "timings": record.timings, "cost_usd": record.agent_run.get("cost_usd", "0")}
 
 
 def _record(task: dict, agent: str, options: dict, max_steps: int, label: str) -> EpisodeRecord:
@@ -131,22 +135,24 @@ def _record(task: dict, agent: str, options: dict, max_steps: int, label: str) -
 
 
 def attempt_import(*, run_dir: Path, name: str, agent: str, mistakes: float, outcomes: list[dict],
-                   failures: dict[str, str]) -> tuple[Run, dict]:
+                   failures: dict[str, str], agent_options: dict | None = None) -> tuple[Run, dict]:
     """results.jsonl from the outcomes, then the run dir imported as a Run; failed episodes marked as failed with
     their reason. Safe to run again (the importer skips what it holds unchanged)."""
     results = "".join(json.dumps({"task_id": o["task_id"], "ok": o["ok"]}) + "\n"
                       for o in sorted(outcomes, key=lambda o: o["task_id"]) if o["ok"] is not None)
     (run_dir / "results.jsonl").write_text(results, encoding="utf-8")
-    agent_name = AGENTS.get(agent, agent)
+    agent_name = agent_label(agent, agent_options)
+    how = f", mistake rate {mistakes}" if agent == "scripted" else ""
     run, _ = Run.objects.get_or_create(name=name, defaults={
         "origin": Run.Origin.ATTEMPT, "agent": agent_name, "source_dir": str(run_dir.absolute()),
-        "notes": f"attempted here with the {agent_name} agent, mistake rate {mistakes}"})
+        "notes": f"attempted here with the {agent_name} agent{how}"})
     summary = import_run_dir(run_dir=run_dir, name=run.name, verifier_source=VerifierResult.Source.SANDBOX)
     _mark(run, outcomes, failures)
     _sandbox_sites_describe(run)
     passed = sum(1 for o in outcomes if o["ok"])
+    cost = sum(Decimal(str(o.get("cost_usd") or 0)) for o in outcomes)
     return run, {**summary.as_dict(), "episodes": len(outcomes) + len(failures), "verifier_pass": passed,
-                 "failed": len(failures)}
+                 "failed": len(failures), "cost_usd": str(cost)}
 
 
 def _sandbox_sites_describe(run: Run) -> None:

@@ -61,7 +61,7 @@ def attempt_params_check(raw: dict) -> AttemptParams:
     options = raw.get("agent_options") or {}
     if not isinstance(options, dict):
         raise AttemptError("agent_options must be a JSON object")
-    attempt_start_check(agent=agent, name=name, mistakes=mistakes)
+    attempt_start_check(agent=agent, name=name, mistakes=mistakes, agent_options=options)
     tasks_file = Path(str(raw.get("tasks_file") or "")).absolute()
     attempt_tasks_read(tasks_file=tasks_file, limit=limit)
     return AttemptParams(tasks_file=str(tasks_file), agent=agent, name=name, mistakes=mistakes, seed=seed,
@@ -87,7 +87,8 @@ def _finish(pipeline_run: PipelineRun, params: AttemptParams, failed: int) -> di
     outcomes = [r for r in units.filter(status=WorkUnit.Status.DONE).values_list("result", flat=True) if r]
     failures = dict(units.filter(status=WorkUnit.Status.FAILED).values_list("key", "last_error"))
     run, summary = attempt_import(run_dir=Path(params.run_dir), name=params.name, agent=params.agent,
-                                  mistakes=params.mistakes, outcomes=outcomes, failures=failures)
+                                  mistakes=params.mistakes, outcomes=outcomes, failures=failures,
+                                  agent_options=params.agent_options)
     pipeline_run.run = run
     PipelineRun.objects.filter(pk=pipeline_run.pk).update(run=run)
     return summary

@@ -28,7 +28,7 @@ def _take_redis(key: str, limit: int) -> bool:
     client = _redis(settings.REDIS_URL)
     pipe = client.pipeline()
     pipe.incr(key)
-    pipe.expire(key, 120)
+    pipe.expire(key, max(120, 2 * settings.JUDGE_RATE_WINDOW_SECONDS))
     count, _ = pipe.execute()
     return int(count) <= limit
 
@@ -51,15 +51,15 @@ def _take_database(key: str, limit: int) -> bool:
 def rate_limit_acquire(*, model: str, per_minute: int | None = None, sleep: Callable[[float], None] = time.sleep,
                        clock: Callable[[], float] = time.time) -> float:
     """Wait until a call to `model` fits in this minute's quota; returns the seconds waited."""
-    limit = per_minute or settings.JUDGE_RPM
+    seconds, limit = _window(per_minute)
     take = _take_redis if settings.REDIS_URL else _take_database
     waited = 0.0
     while True:
         now = clock()
-        minute = int(now // 60)
-        if take(f"taskgen:judge-rpm:{model}:{minute}", limit):
+        window = int(now // seconds)
+        if take(f"taskgen:judge-rpm:{model}:{window}", limit):
             return waited
-        pause = (minute + 1) * 60 - now + random.uniform(0, 0.5)  # jitter: the fleet does not wake at once
+        pause = (window + 1) * seconds - now + random.uniform(0, 0.5)  # jitter: the fleet does not wake at once
         sleep(pause)
         waited += pause
 
@@ -68,12 +68,19 @@ def rate_limit_acquire(*, model: str, per_minute: int | None = None, sleep: Call
 def rate_limit_take(*, model: str, per_minute: int | None = None, clock: Callable[[], float] = time.time) -> float:
     """Take one call of `model` from this minute's quota: 0 when taken, else the seconds until the next minute.
     A rate-limit store that cannot be reached (a Redis blip) raises RetryLater: it is never the episode's fault."""
-    limit = per_minute or settings.JUDGE_RPM
+    seconds, limit = _window(per_minute)
     take = _take_redis if settings.REDIS_URL else _take_database
     now = clock()
-    minute = int(now // 60)
+    window = int(now // seconds)
     try:
-        taken = take(f"taskgen:judge-rpm:{model}:{minute}", limit)
+        taken = take(f"taskgen:judge-rpm:{model}:{window}", limit)
     except (RedisError, OSError) as exc:
         raise RetryLater(2 + random.uniform(0, 2), f"rate limiter unreachable: {exc}") from exc
-    return 0.0 if taken else (minute + 1) * 60 - now + random.uniform(0, 0.5)
+    return 0.0 if taken else (window + 1) * seconds - now + random.uniform(0, 0.5)
+
+
+def _window(per_minute: int | None) -> tuple[int, int]:
+    """(seconds of a window, calls allowed in it): settings.JUDGE_RATE_WINDOW_SECONDS (a minute unless set) and the
+    per-minute limit scaled to it."""
+    seconds = settings.JUDGE_RATE_WINDOW_SECONDS
+    return seconds, max(1, round((per_minute or settings.JUDGE_RPM) * seconds / 60))

@@ -29,6 +29,7 @@ from taskgen.providers import (
     provider_for,
     provider_missing,
 )
+from taskgen.providers.pricing import model_cost_usd
 from taskgen.providers.retry import call_with_retries, retry_delay  # noqa: F401 (retry_delay: the judge's rule too)
 from taskgen.providers.rules import VERSION as RULES_VERSION
 from taskgen.stages.contract import RetryLater
@@ -145,10 +146,7 @@ def _call_with_retries(config: JudgeConfig, request: ProviderRequest, *, in_work
                              what="judge call")
 
 
-def _cost(model: str, input_tokens: int, output_tokens: int) -> Decimal:
-    price_in, price_out = settings.MODEL_PRICES.get(model, (0, 0))
-    usd = (Decimal(str(price_in)) * input_tokens + Decimal(str(price_out)) * output_tokens) / 1_000_000
-    return usd.quantize(Decimal("0.000001"))
+_cost = model_cost_usd
 
 
 def _ask(config: JudgeConfig, built: JudgeRequest, in_worker: bool = False) -> dict:

@@ -27,6 +27,7 @@ from taskgen.stages.propose.prompt import INFO_SHARE, propose_prompt
 
 AVOID_SHOWN, AVOID_CHARS = 40, 90  # the site's latest tasks shown as "do not repeat", each cut to 90 characters
 FOCUS_PAGES = 4
+PROPOSER_TEMPERATURE = 1.0  # variety: a batch should not repeat the last one's goals
 SPARE = 4  # a batch asks for a few more than the site still needs: some come back as duplicates or fragments
 
 
@@ -65,15 +66,21 @@ def kept_in_run(*, pipeline_run_id: int, site: Site) -> int:
 # ── the site's context, built once per run and process (a site's pages are read once, not once per batch) ───────
 
 _contexts: dict[tuple[int, str], SiteContext] = {}
+_building: dict[tuple[int, str], threading.Lock] = {}
 _contexts_lock = threading.Lock()
 
 
 def context_for_run(*, pipeline_run_id: int, site: Site) -> SiteContext:
+    """The site's context for this run, built by the first batch that needs it (one lock per site: other sites'
+    batches do not wait for it)."""
     key = (pipeline_run_id, site.slug)
     with _contexts_lock:
+        if len(_contexts) > 64:
+            _contexts.clear()
+            _building.clear()
+        lock = _building.setdefault(key, threading.Lock())
+    with lock:
         if key not in _contexts:
-            if len(_contexts) > 64:
-                _contexts.clear()
             _contexts[key] = site_context_build(site=site)
         return _contexts[key]
 
@@ -100,7 +107,8 @@ def _answer(proposer: Proposer, site: Site, context: SiteContext, ask: BatchAsk,
                                   avoid={normalised(a) for a in Task.objects.filter(site=site).values_list(
                                       "instruction", flat=True)},
                                   seed=f"{proposer.seed}:{site.slug}:{ask.index}")
-    request = ProviderRequest(model=proposer.model, system=system, prompt=prompt, json_mode=True)
+    request = ProviderRequest(model=proposer.model, system=system, prompt=prompt, json_mode=True,
+                              temperature=PROPOSER_TEMPERATURE)
     try:
         return provider_for(proposer.provider).complete(request).text
     except ProviderError as exc:

@@ -154,6 +154,11 @@ def _finish(pipeline_run: PipelineRun, params: ProposeParams, failed: int) -> di
     summary = {"proposer": params.provider, "model": params.proposer.model_shown, "per_site": params.per_site,
                "sites": [site_summary(pipeline_run, site) for site in sites], "skipped": params.skipped,
                "failed_batches": failed}
+    summary["tasks_kept"] = sum(site["kept"] for site in summary["sites"])
+    summary["duplicates_dropped"] = sum(site["duplicates"] for site in summary["sites"])
+    for site in summary["sites"]:  # one line per site for the run's page (which shows a list as its length)
+        summary[f"site {site['site']}"] = (f"{site['kept']} tasks ({site['info']} info), {site['duplicates']} "
+                                           f"duplicates dropped, {site['invalid']} invalid")
     if params.out:
         summary["written"] = _write_out(pipeline_run, params, sites)
     return summary

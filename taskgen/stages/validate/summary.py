@@ -60,9 +60,21 @@ HAVING sum(n) <> 0
 """
 
 
+_KEPT_IN: set[str] = set()  # databases seen to have the triggers (they stay once made)
+
+
 def summary_available() -> bool:
-    """The summary is kept on PostgreSQL (its triggers); elsewhere validate counts live."""
-    return connection.vendor == "postgresql"
+    """The summary is kept on PostgreSQL, by its triggers; elsewhere (or in a database made without the migrations'
+    triggers, e.g. restored from a data-only dump) validate counts live."""
+    if connection.vendor != "postgresql":
+        return False
+    name = connection.settings_dict["NAME"]
+    if name not in _KEPT_IN:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM pg_trigger WHERE tgname = 'review_validate_final'")
+            if cursor.fetchone():
+                _KEPT_IN.add(name)
+    return name in _KEPT_IN
 
 
 def validate_summary_refresh() -> None:

@@ -1,0 +1,153 @@
+"""Model agents in a real Chromium on the sandbox sites, against fake model servers on 127.0.0.1 that answer a
+task's known solution: the episode is recorded with each step's prompt, output, reasoning, tokens and latency, the
+sandbox verifier passes and rows are written; garbage is asked again once, then a failed step; an element that does
+not exist, a goto off the site and the step limit end the episode with the reason; a server that is down fails it."""
+from __future__ import annotations
+
+import copy
+import json
+import socket
+
+import pytest
+
+from sandbox.catalog import sandbox_tasks
+from taskgen.harness.browser import browser_close, in_browser_thread
+from taskgen.harness.episode import episode_run
+from taskgen.harness.model_agent import ModelAgent
+from taskgen.harness.rundir import episode_write
+from tests.agent_policy import SolutionPolicy, elements_of
+from tests.fakes.gemini_server import FakeGemini
+from tests.fakes.openai_server import FakeOpenAI, request_images
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_harness_browser():
+    yield
+    in_browser_thread(browser_close)
+
+
+@pytest.fixture
+def fast_retries(settings):
+    settings.JUDGE_RETRY_BASE_SECONDS = 0.01
+    settings.JUDGE_RETRY_MAX_SECONDS = 0.05
+    settings.JUDGE_TIMEOUT_SECONDS = 5
+    settings.AGENT_MAX_ATTEMPTS = 3
+
+
+@pytest.fixture
+def fake_openai(settings, fast_retries):
+    server = FakeOpenAI().start()
+    settings.OPENAI_BASE_URL, settings.OPENAI_MODEL, settings.OPENAI_API_KEY = server.base_url, "qwen-test", ""
+    yield server
+    server.stop()
+
+
+def _task(task_id: str) -> dict:
+    return copy.deepcopy(next(t for t in sandbox_tasks() if t["task_id"] == task_id))
+
+
+def _run(task: dict, live_server, provider: str = "openai-compatible", **options):
+    max_steps = options.pop("max_steps", 20)
+    agent = ModelAgent(provider=provider, max_steps=max_steps, **options)
+    return episode_run(task=task, agent=agent, base_url=live_server.url, max_steps=max_steps)
+
+
+def test_an_openai_compatible_model_solves_a_task_and_the_episode_is_recorded(live_server, fake_openai, tmp_path):
+    task = _task("sb-shop-001")
+    fake_openai.answer = SolutionPolicy(task)
+    record = _run(task, live_server)
+    assert record.error == "" and record.finished == "done", record.error
+    assert record.verifier["ok"], record.verifier
+    assert [next(iter(a)) for a in record.actions] == ["type", "click", "answer", "done"]
+    assert record.answer == "€40.50"
+    first = fake_openai.requests[0]["body"]
+    assert request_images(first)[0].startswith("data:image/png;base64,")
+    assert "TASK: What does “Kenyan AA Whole Beans” cost" in first["messages"][1]["content"][0]["text"]
+    assert any(e["role"] == "searchbox" or e["selector"] == 'input[name="q"]'
+               for e in elements_of(first["messages"][1]["content"][0]["text"]))
+    step = record.agent_steps[0]
+    assert step["reasoning"] == "I <b>type</b> next, as planned." and step["input_tokens"] > 500
+    assert step["action"] == record.actions[0] and json.loads(step["raw"][0])["action"]["type"]["text"]
+    assert record.agent_run["model"] == "qwen-test" and record.agent_run["prompt_version"] == "agent-v1"
+
+    folder = episode_write(record=record, run_dir=tmp_path)
+    rows = (folder / "rows" / "rows.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 4 and (folder / "rows" / "step_4.png").exists() and (folder / "final.png").exists()
+    summary = json.loads((folder / "rows" / "episode.json").read_text(encoding="utf-8"))
+    assert summary["model"] == "qwen-test" and summary["prompt_version"] == "agent-v1" and summary["ok"] is True
+    grade = json.loads((folder / "grade_inputs.json").read_text(encoding="utf-8"))
+    assert len(grade["agent_steps"]) == 4 and grade["agent_run"]["cost_usd"] == "0.000000"
+
+
+def test_a_gemini_model_solves_an_action_task(live_server, settings, fast_retries):
+    task = _task("sb-mail-015")
+    server = FakeGemini(answer=SolutionPolicy(task)).start()
+    settings.GEMINI_API_KEY, settings.GOOGLE_GEMINI_BASE_URL = "test-key-not-real", server.base_url
+    try:
+        record = _run(task, live_server, provider="gemini", model="gemini-3.5-flash")
+    finally:
+        server.stop()
+    assert record.error == "" and record.finished == "done" and record.verifier["ok"], (record.error, record.verifier)
+    assert any(c["op"] == "create" for c in record.changes)
+    assert all("inlineData" in r["body"]["contents"][0]["parts"][1] for r in server.requests)
+    assert float(record.agent_run["cost_usd"]) > 0  # gemini-3.5-flash has a price
+
+
+def test_garbage_is_asked_again_once_then_the_step_fails_and_the_episode_goes_on(live_server, fake_openai):
+    task = _task("sb-shop-001")
+    policy = SolutionPolicy(task)
+    fake_openai.answer = policy
+    fake_openai.script(["non_json", "ok", "non_json", "non_json"])  # step 1: garbage, then fine; step 2: garbage x2
+    record = _run(task, live_server)
+    assert record.error == "" and record.verifier["ok"]
+    reasked = fake_openai.requests[1]["body"]["messages"][1]["content"][0]["text"]
+    assert "could not be used: it is not a JSON object" in reasked
+    assert record.agent_steps[0]["error"] == "" and len(record.agent_steps[0]["raw"]) == 2
+    failed = record.actions[1]
+    assert failed == {"invalid": {"error": "answer unreadable: it is not a JSON object"}}
+    assert [next(iter(a)) for a in record.actions] == ["type", "invalid", "click", "answer", "done"]
+    assert "not done: answer unreadable" in policy.prompts[1]  # the next step's history says what came of it
+
+
+def test_an_element_that_does_not_exist_ends_the_episode_with_the_reason(live_server, fake_openai):
+    task = _task("sb-shop-001")
+    fake_openai.answer = SolutionPolicy(task, extra=[{"click": {"element": 999}}])
+    record = _run(task, live_server)
+    assert record.error == "" and record.finished == "bad_element"
+    assert "click element 999, which does not exist" in record.end_reason
+    assert record.actions == [{"done": {"reason": record.end_reason}}] and len(record.rows) == 1
+
+
+def test_a_goto_off_the_site_ends_the_episode_with_the_reason(live_server, fake_openai):
+    task = _task("sb-shop-001")
+    fake_openai.answer = SolutionPolicy(task, extra=[{"goto": {"path": "/sites/mail/"}}])
+    record = _run(task, live_server)
+    assert record.finished == "off_site" and "leaves the site (/sites/shop/)" in record.end_reason
+
+
+def test_the_step_limit_ends_the_episode_with_the_reason(live_server, fake_openai):
+    task = _task("sb-shop-001")
+    fake_openai.answer = SolutionPolicy(task, extra=[{"scroll": {"direction": "down"}}] * 10)
+    record = _run(task, live_server, max_steps=3)
+    assert record.error == "" and record.finished == "step_limit" and len(record.actions) == 3
+    assert record.end_reason == "the step limit (3) was reached"
+    assert "STEP 3 of at most 3" in fake_openai.requests[-1]["body"]["messages"][1]["content"][0]["text"]
+
+
+def test_a_model_server_that_is_down_fails_the_episode_with_the_reason(live_server, settings, fast_retries):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    record = _run(_task("sb-shop-001"), live_server, base_url=f"http://127.0.0.1:{port}/v1")
+    assert record.finished == "error" and "the model failed at step 1" in record.error
+    assert "unreachable" in record.error and record.rows == []
+
+
+def test_a_text_only_model_gets_no_screenshot(live_server, fake_openai):
+    task = _task("sb-shop-001")
+    fake_openai.answer = SolutionPolicy(task)
+    record = _run(task, live_server, takes_images=False)
+    assert record.verifier["ok"]
+    assert all(isinstance(r["body"]["messages"][1]["content"], str) for r in fake_openai.requests)
