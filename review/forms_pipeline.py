@@ -4,7 +4,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-from taskgen.harness.agents import AgentError, agent_choices, agent_options_check
+from taskgen.harness.agents import AgentError, agent_choices, agent_options_check, external_harness_name
 from taskgen.models import Export, JudgeConfig, Run, Site
 from taskgen.providers import provider_choices
 from taskgen.stages.judge.images import POLICIES
@@ -84,6 +84,9 @@ class AttemptForm(StageForm):
                                         ("yes", "send them (the model takes images)"),
                                         ("no", "text only (the model takes no images)")])
 
+    arm = forms.CharField(label="Arm (external harness)", max_length=100, required=False, initial="base",
+                          help_text="Passed to the harness command as {arm}.")
+
     def clean(self) -> dict:
         data = super().clean()
         if data.get("agent"):
@@ -98,13 +101,15 @@ class AttemptForm(StageForm):
         data = self.cleaned_data
         if data.get("agent") == "scripted":
             return {}
+        if external_harness_name(data.get("agent") or ""):
+            return {"arm": data.get("arm") or "base"}
         options = {"model": data.get("model") or "", "base_url": data.get("base_url") or ""}
         if data.get("images"):
             options["images"] = data["images"] == "yes"
         return {key: value for key, value in options.items() if value != ""}
 
     def params(self) -> dict:
-        values = {k: v for k, v in super().params().items() if k not in ("model", "base_url", "images")}
+        values = {k: v for k, v in super().params().items() if k not in ("model", "base_url", "images", "arm")}
         return {**values, "agent_options": self.agent_options()}
 
 
@@ -116,7 +121,7 @@ class AttemptApprovedForm(AttemptForm):
     include_all = forms.BooleanField(required=False, label="All tasks not dropped",
                                      help_text="Also the tasks nobody has approved yet.")
     field_order = ["sites", "include_all", "agent", "name", "mistakes", "seed", "limit", "model", "base_url",
-                   "images"]
+                   "images", "arm"]
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

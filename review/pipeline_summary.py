@@ -8,7 +8,7 @@ from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 # Keys a result carries for the machine (a whole manifest, the form values), not for a reader of the page.
-HIDDEN_KEYS = {"manifest", "nothing_to_do", "summary_error", "started_with"}
+HIDDEN_KEYS = {"manifest", "nothing_to_do", "summary_error", "started_with", "output_tail"}
 LINKS = {"export_id": ("review:export_detail", "export #{}"), "run_id": ("review:run_detail", "run #{}")}
 
 

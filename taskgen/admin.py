@@ -18,9 +18,37 @@ class SiteAdmin(admin.ModelAdmin):
 
 @admin.register(models.Task)
 class TaskAdmin(admin.ModelAdmin):
-    list_display = ["task_id", "site", "task_kind", "source"]
-    list_filter = ["task_kind", "source", "site"]
+    list_display = ["task_id", "site", "task_kind", "source", "review_state"]
+    list_filter = ["task_kind", "source", "review_state", "site"]
     search_fields = ["task_id", "instruction"]
+    # A task's review is changed on the Tasks page, where every change is kept with who and when (TaskEdit).
+    readonly_fields = ["instruction", "task_kind", "review_state", "review_flag", "grounding_note", "proposal_batch"]
+
+
+@admin.register(models.ProposalBatch)
+class ProposalBatchAdmin(admin.ModelAdmin):
+    list_display = ["id", "site", "pipeline_run", "index", "provider", "model", "kept", "duplicates", "invalid"]
+    list_filter = ["provider", "site"]
+    raw_id_fields = ["pipeline_run", "site"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False  # what a proposer was shown and answered is a record
+
+
+@admin.register(models.TaskEdit)
+class TaskEditAdmin(admin.ModelAdmin):
+    list_display = ["task", "action", "user", "at"]
+    list_filter = ["action"]
+    raw_id_fields = ["task", "user"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # history is written only by the Tasks page's changes
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(models.Run)

@@ -12,6 +12,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from taskgen.env import env_bool, env_float, env_int, env_path, env_secret, env_str
+from taskgen.harness.external import external_harnesses_parse
 from taskgen.logs import client_error_is_logged_elsewhere
 from taskgen.providers import provider_check
 
@@ -243,7 +244,9 @@ JUDGE_RETRY_MAX_SECONDS = env_float("TASKGEN_JUDGE_RETRY_MAX", 30.0)
 # `medium`: Gemini's own media_resolution sets an image's tokens (256 instead of 1,032 for a 1280x800 page), no
 # image work here. Downscaled copies for the policies in JUDGE_IMAGE_COPIES are made when a screenshot is stored.
 JUDGE_IMAGE_POLICY = env_str("TASKGEN_JUDGE_IMAGE_POLICY", "medium")
-JUDGE_IMAGE_COPIES = tuple(n for n in env_str("TASKGEN_JUDGE_IMAGE_COPIES", "small").replace(" ", "").split(",") if n)
+# Copies cost a decode (about 25 ms a screenshot) at import: made by default only for a provider that needs them.
+_COPIES = "small" if JUDGE_PROVIDER not in ("gemini", "rules") else ""
+JUDGE_IMAGE_COPIES = tuple(n for n in env_str("TASKGEN_JUDGE_IMAGE_COPIES", _COPIES).replace(" ", "").split(",") if n)
 if set(JUDGE_IMAGE_COPIES) - {"small", "default"}:
     raise ImproperlyConfigured(f"TASKGEN_JUDGE_IMAGE_COPIES={JUDGE_IMAGE_COPIES!r}: list small and/or default")
 # Judge calls in flight per judge worker process (threads of the `judge` queue's worker; the model call waits on
@@ -279,6 +282,14 @@ AGENT_ELEMENT_CHARS = env_int("TASKGEN_AGENT_ELEMENT_CHARS", 80, minimum=10)
 AGENT_TEXT_CHARS = env_int("TASKGEN_AGENT_TEXT_CHARS", 2500, minimum=0)
 AGENT_HISTORY = env_int("TASKGEN_AGENT_HISTORY", 10, minimum=0)
 AGENT_MAX_ATTEMPTS = env_int("TASKGEN_AGENT_MAX_ATTEMPTS", 4, minimum=1)
+# The user's own harnesses, set by an admin in the environment only (never from a page): a JSON object
+# {"name": "command with {tasks} {run_dir} {arm}"} or {"name": {"command": ..., "timeout_seconds": N}}.
+EXTERNAL_HARNESS_SECONDS = env_int("TASKGEN_EXTERNAL_HARNESS_SECONDS", 3600, minimum=1)
+try:
+    EXTERNAL_HARNESSES = external_harnesses_parse(env_str("TASKGEN_EXTERNAL_HARNESSES", ""),
+                                                  default_timeout=EXTERNAL_HARNESS_SECONDS)
+except ValueError as exc:
+    raise ImproperlyConfigured(f"TASKGEN_EXTERNAL_HARNESSES: {exc}") from exc
 REVIEW_RESERVATION_MINUTES = env_int("TASKGEN_RESERVATION_MINUTES", 5, minimum=1)
 SAMPLE_SEED = env_int("TASKGEN_SAMPLE_SEED", 20261202)
 

@@ -118,6 +118,7 @@ def test_the_judge_form_does_not_prefill_a_gemini_model_for_the_rules_provider(a
     settings.JUDGE_PROVIDER, settings.JUDGE_MODEL = "rules", "gemini-3.5-flash"
     page = admin_client_role.get(reverse("review:pipeline_list")).content.decode()
     assert re.search(r'<option value="rules"[^>]* selected>', page)
+    assert re.search(r'<option value="" selected>the provider&#x27;s default</option>', page)  # images too
     assert "value=" not in _model_input(page) and "gemini-3.5-flash" not in _model_input(page)
 
 
@@ -178,11 +179,13 @@ def test_the_admin_judges_with_the_provider_s_own_default_model_and_says_when_no
         client, settings, judge_here, django_capture_on_commit_callbacks):
     settings.JUDGE_PROVIDER, settings.JUDGE_MODEL = "openai-compatible", "gemini-3.5-flash"
     settings.OPENAI_BASE_URL, settings.OPENAI_MODEL = "http://127.0.0.1:9/v1", "Qwen/Qwen3.5-4B"
+    settings.JUDGE_IMAGE_POLICY = "medium"  # Gemini's media_resolution: the openai-compatible judge refuses it
     run = RunFactory()
     with django_capture_on_commit_callbacks(execute=False):  # started, not worked: no model server here
         page = _admin_judge(client, run)
     assert "not started" not in page, re.findall(r"not started[^<]*", page)
-    assert PipelineRun.objects.get().params["judge"].startswith("openai-compatible:Qwen/Qwen3.5-4B:")
+    judge = PipelineRun.objects.get().params["judge"]
+    assert judge.startswith("openai-compatible:Qwen/Qwen3.5-4B:") and judge.endswith(":small"), judge
 
     settings.JUDGE_PROVIDER = "rules"
     EpisodeFactory(run=run)

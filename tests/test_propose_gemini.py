@@ -65,6 +65,7 @@ def test_successive_prompts_rotate_the_focus_and_carry_the_avoid_list(sandbox_si
     assert "PAGES\n/sites/shop/  Maison Épicerie — home" in prompts[0]
     body = fake_gemini.requests[0]["body"]
     assert body["generationConfig"]["responseMimeType"] == "application/json"
+    assert body["generationConfig"]["temperature"] == 1.0
     assert "You invent goals for people using one website" in body["systemInstruction"]["parts"][0]["text"]
     assert fake_gemini.requests[0]["model"] == "gemini-test"
     task = Task.objects.first()

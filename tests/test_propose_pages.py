@@ -159,3 +159,50 @@ def test_attempt_approved_with_nothing_approved_says_so(admin_client_role, propo
         "sites": ["shop"], "agent": "scripted", "name": "none-shop", "mistakes": 0, "seed": 0})
     assert response.status_code == 400 and "no approved tasks for shop" in response.content.decode()
     assert not PipelineRun.objects.filter(stage="attempt").exists()
+
+
+def test_the_tasks_page_makes_the_same_queries_for_few_and_many_tasks(admin_client_role, sandbox_sites):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count(per_site: int) -> int:
+        Task.objects.all().delete()
+        _work(run_start(stage=PipelineRun.Stage.PROPOSE, params={"provider": "rules", "sites": "mail",
+                                                                  "per_site": per_site, "batch": per_site}))
+        with CaptureQueriesContext(connection) as queries:
+            assert admin_client_role.get(_page("mail")).status_code == 200
+        return len(queries)
+
+    assert count(2) == count(12)
+
+
+def test_a_cancelled_propose_run_resumes_without_asking_again_what_is_done(sandbox_sites):
+    from taskgen.engine.control import run_cancel, run_resume
+
+    pipeline_run = run_start(stage=PipelineRun.Stage.PROPOSE, params={"provider": "rules", "sites": "booking",
+                                                                      "per_site": 9, "batch": 3})
+    work(pipeline_run_id=pipeline_run.pk, owner="test", slice_seconds=0.01)  # a first batch, then stop
+    done_before = set(Task.objects.values_list("task_id", flat=True))
+    assert 0 < len(done_before) < 9
+    assert run_cancel(pipeline_run=pipeline_run)
+    _work(run_resume(pipeline_run=pipeline_run))
+    assert pipeline_run.status == "done" and Task.objects.filter(site__slug="booking").count() == 9
+    assert done_before <= set(Task.objects.values_list("task_id", flat=True))
+    assert sorted(pipeline_run.proposal_batches.values_list("index", flat=True)) == [0, 1, 2]
+
+
+def test_the_gemini_proposer_from_the_pipeline_page(admin_client_role, sandbox_sites, settings):
+    from tests.fakes.gemini_server import FakeGemini
+
+    fake = FakeGemini().start()
+    settings.GEMINI_API_KEY, settings.GOOGLE_GEMINI_BASE_URL = "test-key-not-real", fake.base_url
+    try:
+        response = admin_client_role.post(reverse("review:pipeline_start", args=["propose"]), {
+            "sites": ["shop"], "per_site": 5, "batch": 5, "provider": "gemini", "model": "gemini-page", "seed": 1})
+        assert response.status_code == 302
+        pipeline_run = _work(PipelineRun.objects.get(stage="propose"))
+    finally:
+        fake.stop()
+    assert pipeline_run.status == "done" and fake.requests[0]["model"] == "gemini-page"
+    text = admin_client_role.get(_page()).content.decode()
+    assert "gemini (gemini-page): 5 kept in 1 batches" in text

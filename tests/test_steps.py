@@ -98,3 +98,10 @@ def test_the_page_says_one_step_count_everywhere(viewer_client):
     assert "· 9 steps ·" in html and "Steps (9)" in html and "Actions (9)" in html
     assert 'id="step-1"' in html and 'data-caption="step 1: type' in html and 'id="step-final"' in html
     assert '<li id="act-4"><code>click {&quot;index&quot;: 6}</code> → <strong class="target-name">button' in html
+
+
+@pytest.mark.django_db
+def test_a_one_step_episode_says_one_step(viewer_client):
+    episode = EpisodeFactory(actions=[{"done": {}}], steps=1)
+    html = viewer_client.get(episode.get_absolute_url()).content.decode()
+    assert "· 1 step ·" in html and "1 steps" not in html

@@ -133,15 +133,36 @@ class ScriptedAgent:
 MODEL_OPTIONS = ("model", "base_url", "images")  # what an attempt may set for a model agent
 
 
+EXTERNAL = "external:"  # an admin-configured harness command: "external:<name>" (settings.EXTERNAL_HARNESSES)
+
+
+def external_harness_name(agent: str) -> str:
+    """The harness an agent name like "external:miniweb" names ("" for every other agent)."""
+    return agent[len(EXTERNAL):] if agent.startswith(EXTERNAL) else ""
+
+
 def agent_names() -> tuple[str, ...]:
-    """Every agent an attempt can run: the scripted simulation and each provider that can act as an agent."""
-    return ("scripted", *provider_names("agent"))
+    """Every agent an attempt can run: the scripted simulation, each provider that can act as an agent, and each
+    external harness an admin configured."""
+    return ("scripted", *provider_names("agent"), *(EXTERNAL + name for name in settings.EXTERNAL_HARNESSES))
 
 
 def agent_choices() -> list[tuple[str, str]]:
     """(name, label) pairs for a form's agent field."""
     return [("scripted", "scripted (known solution, seeded mistakes: a simulation)"),
-            *[(name, f"{label}: a model acts") for name, label in provider_choices("agent")]]
+            *[(name, f"{label}: a model acts") for name, label in provider_choices("agent")],
+            *[(EXTERNAL + name, f"external harness {name}: your own command, run once on the tasks")
+              for name in settings.EXTERNAL_HARNESSES]]
+
+
+def _external_options_check(options: dict) -> dict:
+    unknown = sorted(set(options) - {"arm"})
+    if unknown:
+        raise AgentError(f"unknown option(s) {', '.join(unknown)} for an external harness: it takes an arm only")
+    arm = options.get("arm", "base")
+    if not isinstance(arm, str) or not arm or not all(c.isalnum() or c in "-_." for c in arm):
+        raise AgentError("the arm is a plain name (letters, digits, - _ .), e.g. base")
+    return {"arm": arm}
 
 
 def agent_options_check(*, name: str, options: dict) -> dict:
@@ -151,6 +172,8 @@ def agent_options_check(*, name: str, options: dict) -> dict:
         raise AgentError(f"unknown agent {name!r}; available: {', '.join(agent_names())}")
     if name == "scripted":
         return dict(options)
+    if external_harness_name(name):
+        return _external_options_check(options)
     unknown = sorted(set(options) - set(MODEL_OPTIONS))
     if unknown:
         raise AgentError(f"unknown option(s) {', '.join(unknown)} for the {name} agent: use {', '.join(MODEL_OPTIONS)}")
@@ -169,6 +192,8 @@ def agent_label(name: str, options: dict | None = None) -> str:
     """How runs name an agent: the simulation as such, a model by provider and model."""
     if name == "scripted":
         return SCRIPTED_NAME
+    if harness := external_harness_name(name):
+        return f"external harness {harness} (arm {(options or {}).get('arm') or 'base'})"
     return f"{name} {(options or {}).get('model') or settings.AGENT_MODEL or provider_default_model(name)}"
 
 

@@ -25,6 +25,7 @@ class ProviderRequest:
     json_mode: bool = True
     evidence: Any = None
     media_resolution: str | None = None  # Gemini's MEDIA_RESOLUTION_LOW/MEDIUM: tokens per image set by the model
+    temperature: float = 0.0  # 0 for a judge (the same answer again); a proposer asks for variety
 
 
 @dataclass

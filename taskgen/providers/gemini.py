@@ -53,7 +53,7 @@ def retry_hint_seconds(error: genai_errors.APIError) -> float | None:
 def _config(request: ProviderRequest) -> types.GenerateContentConfig:
     return types.GenerateContentConfig(
         system_instruction=request.system,
-        temperature=0.0,
+        temperature=request.temperature,
         max_output_tokens=8192,
         response_mime_type="application/json" if request.json_mode else None,
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),  # no tools: skip the SDK loop
@@ -61,9 +61,11 @@ def _config(request: ProviderRequest) -> types.GenerateContentConfig:
     )
 
 
-def _contents(request: ProviderRequest) -> list:
+def _contents(request: ProviderRequest) -> types.Content:
+    """The user turn: the prompt, then the images. One Content, as the SDK would group bare parts: handing it over
+    whole skips the SDK's grouping (a fifth of its CPU per call with ten screenshots)."""
     images = [types.Part.from_bytes(data=i.data, mime_type=i.mime_type) for i in request.images]
-    return [types.Part.from_text(text=request.prompt), *images]
+    return types.Content(role="user", parts=[types.Part.from_text(text=request.prompt), *images])
 
 
 class GeminiProvider:

@@ -75,7 +75,7 @@ class OpenAICompatibleProvider:
         started = time.monotonic()
         try:
             response = openai_client(base_url).chat.completions.create(
-                model=request.model, messages=messages, temperature=0.0, **extra)
+                model=request.model, messages=messages, temperature=request.temperature, **extra)
         except openai.APIStatusError as exc:
             raise ProviderError(f"{NAME} {exc.status_code}: {str(exc.message)[:300]}",
                                 transient=exc.status_code in TRANSIENT_STATUSES, status=exc.status_code,

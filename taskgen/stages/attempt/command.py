@@ -19,7 +19,7 @@ from django.conf import settings
 
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
-from taskgen.harness.agents import agent_names
+from taskgen.harness.agents import agent_names, external_harness_name
 from taskgen.models import PipelineRun
 from taskgen.stages.contract import StageParamsError
 
@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", default="",
                         help="openai-compatible: the server's URL, e.g. http://127.0.0.1:8001/v1 (default: "
                              "OPENAI_BASE_URL)")
+    parser.add_argument("--arm", default="base", help="an external harness's arm ({arm} in its command)")
     parser.add_argument("--images", choices=("yes", "no"), default=None,
                         help="whether the model gets screenshots (default: TASKGEN_OPENAI_IMAGES)")
     parser.add_argument("--name", required=True, help="the run's name (its folder: DATA_ROOT/attempts/NAME)")
@@ -75,6 +76,8 @@ def _agent_options(options: dict) -> dict:
     """A model agent's options from the command line (none for the scripted agent)."""
     if options.get("agent", "scripted") == "scripted":
         return {}
+    if external_harness_name(options.get("agent") or ""):
+        return {"arm": options.get("arm") or "base"}
     chosen = {"model": options.get("model") or "", "base_url": options.get("base_url") or ""}
     if options.get("images"):
         chosen["images"] = options["images"] == "yes"

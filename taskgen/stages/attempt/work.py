@@ -11,7 +11,9 @@ from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.harness.agents import external_harness_name
 from taskgen.models import PipelineRun, WorkUnit
+from taskgen.stages.attempt import external
 from taskgen.stages.attempt.service import (
     AttemptError,
     attempt_episode,
@@ -70,12 +72,16 @@ def attempt_params_check(raw: dict) -> AttemptParams:
 
 
 def _units(params: AttemptParams) -> list[str]:
-    """The run dir with the attempt's tasks, and one unit per task id."""
+    """The run dir with the attempt's tasks, and one unit per task id (one unit for an external harness)."""
     tasks = attempt_tasks_read(tasks_file=Path(params.tasks_file), limit=params.limit)
-    return attempt_run_dir_create(run_dir=Path(params.run_dir), tasks=tasks)
+    task_ids = attempt_run_dir_create(run_dir=Path(params.run_dir), tasks=tasks)
+    return [external.UNIT] if external_harness_name(params.agent) else task_ids
 
 
 def _do(pipeline_run: PipelineRun, params: AttemptParams, key: str) -> dict:
+    if external_harness_name(params.agent):
+        return external.attempt_external_run(pipeline_run_id=pipeline_run.pk, run_dir=Path(params.run_dir),
+                                             agent=params.agent, agent_options=params.agent_options)
     return attempt_episode(run_dir=Path(params.run_dir), task_id=key, agent=params.agent, mistakes=params.mistakes,
                            seed=params.seed, agent_options=params.agent_options, max_steps=params.max_steps,
                            label=f"{params.name}/{key}")
@@ -84,6 +90,13 @@ def _do(pipeline_run: PipelineRun, params: AttemptParams, key: str) -> dict:
 def _finish(pipeline_run: PipelineRun, params: AttemptParams, failed: int) -> dict:
     """Import the run dir: the done units' outcomes, the failed units' reasons."""
     units = WorkUnit.objects.filter(pipeline_run=pipeline_run).order_by("pk")
+    if external_harness_name(params.agent):
+        run, summary = external.attempt_external_import(
+            pipeline_run=pipeline_run, run_dir=Path(params.run_dir), name=params.name, agent=params.agent,
+            agent_options=params.agent_options, result=units.filter(key=external.UNIT).values_list(
+                "result", flat=True).first())
+        PipelineRun.objects.filter(pk=pipeline_run.pk).update(run=run)
+        return summary
     outcomes = [r for r in units.filter(status=WorkUnit.Status.DONE).values_list("result", flat=True) if r]
     failures = dict(units.filter(status=WorkUnit.Status.FAILED).values_list("key", "last_error"))
     run, summary = attempt_import(run_dir=Path(params.run_dir), name=params.name, agent=params.agent,
@@ -97,5 +110,9 @@ def _finish(pipeline_run: PipelineRun, params: AttemptParams, failed: int) -> di
 ATTEMPT_WORK = StageWork(
     name=PipelineRun.Stage.ATTEMPT, check=attempt_params_check, read=AttemptParams.from_json, units=_units, do=_do,
     finish=_finish, queue="browser", batch=1, max_attempts=3,
+    # one unit may run a browser episode or an external harness for its whole time limit: the worker's time limits
+    # cover the longest
+    unit_seconds=max([settings.HARNESS_EPISODE_SECONDS + 60,
+                      *(h.timeout_seconds for h in settings.EXTERNAL_HARNESSES.values())]),
     nothing_to_do="nothing to attempt: the tasks file holds no tasks",
 )

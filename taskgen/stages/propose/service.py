@@ -27,6 +27,7 @@ from taskgen.stages.propose.prompt import INFO_SHARE, propose_prompt
 
 AVOID_SHOWN, AVOID_CHARS = 40, 90  # the site's latest tasks shown as "do not repeat", each cut to 90 characters
 FOCUS_PAGES = 4
+PROPOSER_TEMPERATURE = 1.0  # variety: a batch should not repeat the last one's goals
 SPARE = 4  # a batch asks for a few more than the site still needs: some come back as duplicates or fragments
 
 
@@ -106,7 +107,8 @@ def _answer(proposer: Proposer, site: Site, context: SiteContext, ask: BatchAsk,
                                   avoid={normalised(a) for a in Task.objects.filter(site=site).values_list(
                                       "instruction", flat=True)},
                                   seed=f"{proposer.seed}:{site.slug}:{ask.index}")
-    request = ProviderRequest(model=proposer.model, system=system, prompt=prompt, json_mode=True)
+    request = ProviderRequest(model=proposer.model, system=system, prompt=prompt, json_mode=True,
+                              temperature=PROPOSER_TEMPERATURE)
     try:
         return provider_for(proposer.provider).complete(request).text
     except ProviderError as exc:
