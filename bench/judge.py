@@ -9,7 +9,7 @@ distinct: bench/real_screens.py), imported, then judged by the gemini judge on t
     processes sharing the calls (target for 2: at least 1.8x one process's rate);
   - app CPU ms per judgment (the judging processes; target: at most 20 ms);
   - image tokens per episode under the policy judged vs full-size images (target: at least 40% fewer);
-  - the one-time cost, at import, of the downscaled copies (settings.JUDGE_IMAGE_COPIES).
+  - the one-time cost, at import, of a downscaled copy (policy `small`, for providers without media_resolution).
 
     .venv/bin/python bench/judge.py [--episodes 560] [--concurrency 16] [--latency 0.3] [--processes 1]
 """
@@ -115,12 +115,14 @@ def _copy_cost(run) -> None:
     from taskgen.stages.judge.images import POLICIES, downscaled
 
     blobs = [s.blob for s in Screenshot.objects.filter(episode__run=run).select_related("blob")[:40]]
-    for name in settings.JUDGE_IMAGE_COPIES:
+    for name in settings.JUDGE_IMAGE_COPIES or ("small",):
         started = time.process_time()
         for blob in blobs:
             downscaled(blob_path(blob).read_bytes(), POLICIES[name])
         each = (time.process_time() - started) * 1000 / max(1, len(blobs))
-        print(f"  of which copy `{name}`   {each:.1f} ms CPU per screenshot, once, when stored (not while judging)")
+        made = "made" if name in settings.JUDGE_IMAGE_COPIES else "not made here; would cost"
+        print(f"  copy `{name}`            {made} {each:.1f} ms CPU per screenshot, once, when stored "
+              f"(TASKGEN_JUDGE_IMAGE_COPIES), never while judging")
 
 
 def _profile(ids: list[int], config_id: int) -> None:

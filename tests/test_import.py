@@ -228,7 +228,8 @@ def test_a_database_refusal_rolls_back_only_that_episode(tmp_path, monkeypatch):
     assert summary.skipped[0].path == "run/shop-b" and "database refused" in summary.skipped[0].reason
 
 
-def test_blob_bytes_are_stored_once(tmp_path):
+def test_blob_bytes_are_stored_once(tmp_path, settings):
+    settings.JUDGE_IMAGE_COPIES = ("small",)
     run_dir = build_run(tmp_path, ["shop-a", "shop-b"], steps=1)
     (run_dir / "shop-b/screenshots/step_0.png").write_bytes(png((0, 100, 0)))
     (run_dir / "shop-a/screenshots/step_0.png").write_bytes(png((0, 100, 0)))

