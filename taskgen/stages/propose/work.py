@@ -19,7 +19,7 @@ from taskgen.stages.propose.service import Proposer, propose_batch, run_tasks
 from taskgen.stages.propose.tasks_file import sites_in_file, tasks_jsonl_append
 
 SPARE_BATCHES = 2
-SPARE_WAIT_SECONDS = 1.0
+SPARE_WAIT_SECONDS = 0.5
 MAX_PER_SITE, MAX_BATCH = 5000, 100
 
 
@@ -126,16 +126,17 @@ def _units(params: ProposeParams) -> list[str]:
     return [f"{site}:{index}" for index in range(batches_per_site(params)) for site in params.sites]
 
 
-def _earlier_batches_open(pipeline_run: PipelineRun, site: str, index: int) -> bool:
-    keys = [f"{site}:{earlier}" for earlier in range(index)]
+def _regular_batches_open(pipeline_run: PipelineRun, params: ProposeParams, site: str) -> bool:
+    keys = [f"{site}:{index}" for index in range(batches_per_site(params) - SPARE_BATCHES)]
     return WorkUnit.objects.filter(pipeline_run=pipeline_run, key__in=keys, status__in=OPEN).exists()
 
 
 def _do(pipeline_run: PipelineRun, params: ProposeParams, key: str) -> dict:
     site, index = key.rsplit(":", 1)
-    if int(index) >= batches_per_site(params) - SPARE_BATCHES and _earlier_batches_open(pipeline_run, site, int(index)):
+    spare = int(index) >= batches_per_site(params) - SPARE_BATCHES
+    if spare and _regular_batches_open(pipeline_run, params, site):
         # a spare batch is for what the site's batches did not keep: it waits until they have all answered
-        raise RetryLater(SPARE_WAIT_SECONDS, "a spare batch waits for the site's earlier batches")
+        raise RetryLater(SPARE_WAIT_SECONDS, "a spare batch waits for the site's other batches")
     return propose_batch(pipeline_run_id=pipeline_run.pk, site_slug=site, index=int(index),
                          per_site=params.per_site, batch=params.batch, proposer=params.proposer)
 
