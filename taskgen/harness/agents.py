@@ -182,7 +182,8 @@ def agent_label(name: str, options: dict | None = None) -> str:
         return SCRIPTED_NAME
     if harness := external_harness_name(name):
         return f"external harness {harness} (arm {(options or {}).get('arm') or 'base'})"
-    return f"{name} {(options or {}).get('model') or settings.AGENT_MODEL or provider_default_model(name)}"
+    model = (options or {}).get("model") or settings.AGENT_MODEL or provider_default_model(name)
+    return f"{name} {model}"[:200]  # Run.agent's length
 
 
 def agent_create(*, name: str, mistake_rate: float = 0.0, seed: int = 0, max_steps: int | None = None,
