@@ -7,6 +7,8 @@ from datetime import datetime
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
+from taskgen.models import PipelineRun
+
 # Keys a result carries for the machine (a whole manifest, the form values), not for a reader of the page.
 HIDDEN_KEYS = {"manifest", "nothing_to_do", "summary_error", "started_with", "output_tail"}
 LINKS = {"export_id": ("review:export_detail", "export #{}"), "run_id": ("review:run_detail", "run #{}")}
@@ -19,7 +21,7 @@ class SummaryRow:
     url: str = ""
 
 
-def started_words(pipeline_run) -> tuple[bool, str]:
+def started_words(pipeline_run: PipelineRun) -> tuple[bool, str]:
     """What to tell whoever just started a run: (True, "Started judge #4 (running).") or, for a run that had
     nothing to do and is finished already, (False, "judge #4 (done): Nothing to judge: ...")."""
     nothing = (pipeline_run.result or {}).get("nothing_to_do") if pipeline_run.is_finished else None
