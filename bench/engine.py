@@ -30,6 +30,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 import taskgen.engine.tasks as engine_tasks  # noqa: E402
@@ -141,11 +142,14 @@ def main() -> int:
     parser.add_argument("--batches", default="1,100")
     parser.add_argument("--kill-units", type=int, default=1000)
     args = parser.parse_args()
+    call_command("migrate", verbosity=0)  # the database in use must hold the engine's tables
     print(f"bench/engine.py on {connection.vendor} ({_load()})", flush=True)
     print("engine overhead per unit (no-op units; target < 2 ms cpu and < 3 queries per unit):")
     for batch in (int(b) for b in args.batches.split(",")):
         overhead(args.units, batch)
-    if args.kill_units:
+    if args.kill_units and connection.vendor != "postgresql":
+        print("  recovery: skipped (several worker processes writing at once: run it on PostgreSQL, DATABASE_URL)")
+    elif args.kill_units:
         folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-engine-{os.getpid()}"
         folder.mkdir(parents=True, exist_ok=True)
         recovery(args.kill_units, folder)

@@ -2,11 +2,21 @@
 sleeping `seconds` (0: nothing at all), leased `batch` at a time."""
 from __future__ import annotations
 
+import os
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from taskgen.engine.stage_table import ENGINE_STAGES
-from taskgen.stages.contract import StageParams, StageWork
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
+
+import django  # noqa: E402
+
+django.setup()  # a module of bench/engine.py and bench/engine_worker.py; run alone (`make bench`) it does nothing
+
+from taskgen.engine.stage_table import ENGINE_STAGES  # noqa: E402
+from taskgen.stages.contract import StageParams, StageWork  # noqa: E402
 
 NAME = "bench-noop"
 
