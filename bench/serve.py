@@ -184,6 +184,7 @@ class Reviewer(threading.Thread):
 
     def run(self) -> None:
         csrf = {"X-CSRFToken": self.http.cookies["csrftoken"]}
+        time.sleep(random.uniform(0, self.think))  # reviewers do not all start at the same instant
         while time.monotonic() < self.deadline:
             taken = self.timed("take next (POST)", "POST", f"/queues/{self.queue_pk}/next/", 302, headers=csrf)
             if taken is None or "/episodes/" not in taken.headers.get("Location", ""):

@@ -7,6 +7,8 @@ from datetime import datetime
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
+from taskgen.models import PipelineRun
+
 # Keys a result carries for the machine (a whole manifest, the form values), not for a reader of the page.
 HIDDEN_KEYS = {"manifest", "nothing_to_do", "summary_error", "started_with", "output_tail"}
 LINKS = {"export_id": ("review:export_detail", "export #{}"), "run_id": ("review:run_detail", "run #{}")}
@@ -19,7 +21,7 @@ class SummaryRow:
     url: str = ""
 
 
-def started_words(pipeline_run) -> tuple[bool, str]:
+def started_words(pipeline_run: PipelineRun) -> tuple[bool, str]:
     """What to tell whoever just started a run: (True, "Started judge #4 (running).") or, for a run that had
     nothing to do and is finished already, (False, "judge #4 (done): Nothing to judge: ...")."""
     nothing = (pipeline_run.result or {}).get("nothing_to_do") if pipeline_run.is_finished else None
@@ -49,14 +51,35 @@ def run_duration(started_at: datetime | None, finished_at: datetime | None) -> s
     return duration_words(((finished_at or timezone.now()) - started_at).total_seconds())
 
 
-def _shown(value: object) -> str | None:
-    """A result value as one short line, or None for what a summary row cannot show (nested records)."""
+SCALARS = (bool, int, float, str)
+SHOWN_AT_MOST = 12  # items of a short list or a flat record spelled out in one row
+
+
+def _plain(value: object) -> bool:
+    return value is None or isinstance(value, SCALARS)
+
+
+def _scalar(value: object) -> str:
+    if value is None:
+        return "—"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, int | float | str):
-        return str(value)
+    return str(value)
+
+
+def _shown(value: object) -> str | None:
+    """A result value as one short line, or None for what a summary row cannot show (nested records): a short list
+    of plain values is spelled out, a longer one or a list of records counted; a flat record (validate's figures)
+    reads "name value · name value"."""
+    if isinstance(value, SCALARS):
+        return _scalar(value)
     if isinstance(value, list):
+        if value and len(value) <= SHOWN_AT_MOST and all(_plain(v) for v in value):
+            return ", ".join(_scalar(v) for v in value)
         return f"{len(value)} item{'' if len(value) == 1 else 's'}"
+    if isinstance(value, dict) and value and all(_plain(v) for v in value.values()):
+        pairs = [f"{k.replace('_', ' ')} {_scalar(v)}" for k, v in sorted(value.items())[:SHOWN_AT_MOST]]
+        return " · ".join(pairs) + (" · …" if len(value) > SHOWN_AT_MOST else "")
     return None
 
 

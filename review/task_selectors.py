@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.db.models import Count, Q, QuerySet, Sum
 
-from taskgen.models import ProposalBatch, Site, Task, TaskEdit
+from taskgen.models import PipelineRun, ProposalBatch, Site, Task, TaskEdit, WorkUnit
 
 STATE_FILTERS = {"proposed": Q(review_state=Task.ReviewState.PROPOSED),
                  "approved": Q(review_state=Task.ReviewState.APPROVED),
@@ -46,3 +46,22 @@ def site_task_summary(*, site: Site) -> dict:
 
 def task_history(*, task: Task) -> QuerySet[TaskEdit]:
     return TaskEdit.objects.filter(task=task).select_related("user").order_by("-at", "-pk")
+
+
+def proposing_now() -> list[dict]:
+    """Progress per site of the propose runs still running: batches settled of all, tasks kept so far."""
+    runs = list(PipelineRun.objects.filter(stage=PipelineRun.Stage.PROPOSE, status=PipelineRun.Status.RUNNING)
+                .order_by("pk").values_list("pk", flat=True)[:20])
+    progress: dict[tuple[int, str], dict] = {}
+    units = WorkUnit.objects.filter(pipeline_run_id__in=runs).values_list("pipeline_run_id", "key", "status")
+    for run, key, status in units:
+        row = progress.setdefault((run, key.rsplit(":", 1)[0]), {"run": run, "site": key.rsplit(":", 1)[0],
+                                                                 "settled": 0, "batches": 0, "kept": 0})
+        row["batches"] += 1
+        row["settled"] += status in (WorkUnit.Status.DONE, WorkUnit.Status.FAILED)
+    kept = Task.objects.filter(proposal_batch__pipeline_run_id__in=runs).values_list(
+        "proposal_batch__pipeline_run_id", "site__slug").annotate(count=Count("pk"))
+    for run, slug, count in kept:
+        if (run, slug) in progress:
+            progress[(run, slug)]["kept"] = count
+    return list(progress.values())

@@ -463,10 +463,9 @@ class Export(models.Model):
     runs = models.ManyToManyField(Run, related_name="exports")
     selection = models.CharField(max_length=20, choices=Selection.choices, default=Selection.JUDGE)
     judge_config = models.ForeignKey(JudgeConfig, null=True, blank=True, on_delete=models.SET_NULL)
-    budget = models.PositiveIntegerField(default=27644)
-    params = models.JSONField(default=dict, blank=True)
-    report = models.JSONField(default=dict, blank=True)
-    manifest = models.JSONField(default=dict, blank=True)
+    params = models.JSONField(default=dict, blank=True, help_text="where it was written (what chose it: manifest)")
+    manifest = models.JSONField(default=dict, blank=True, help_text="the episode list, the parameters that chose "
+                                                                    "it (budget included) and the report")
     manifest_sha256 = models.CharField(max_length=64, blank=True)
     out_dir = models.CharField(max_length=1000, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
@@ -480,6 +479,16 @@ class Export(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("review:export_detail", args=[self.pk])
+
+    @property
+    def budget(self) -> int | None:
+        """The step budget, stored once: in the manifest's parameters."""
+        return (self.manifest.get("params") or {}).get("budget")
+
+    @property
+    def report(self) -> dict:
+        """_report.json's content (the reference's format), as the manifest holds it."""
+        return self.manifest.get("report") or {}
 
 
 class JudgeRateWindow(models.Model):

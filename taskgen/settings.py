@@ -208,6 +208,12 @@ CELERY_BEAT_SCHEDULE = {
 }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # ── end of the engine's block ──────────────────────────────────────────────────────────────────────────────────
+# Validate's summary (PostgreSQL) re-sums the episodes written since its last refresh on this timer, and whenever the
+# page is opened (taskgen/stages/validate/summary.py).
+VALIDATE_REFRESH_SECONDS = env_int("TASKGEN_VALIDATE_REFRESH_SECONDS", 60, minimum=1)
+CELERY_BEAT_SCHEDULE["validate-summary-refresh"] = {
+    "task": "taskgen.stages.validate.tasks.validate_summary_refresh_task",
+    "schedule": float(VALIDATE_REFRESH_SECONDS), "options": {"expires": float(VALIDATE_REFRESH_SECONDS)}}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
 # Separate queues so judge calls and browser episodes scale on their own workers.

@@ -57,3 +57,14 @@ class SolutionPolicy:
         if self.plan:
             self.plan.popleft()
         return {"thought": f"I <b>{name}</b> next, as planned.", "action": {name: params}}
+
+
+class PerTask:
+    """One solution policy per task, chosen by the task's instruction in the request (several episodes at once)."""
+
+    def __init__(self, tasks: list[dict]) -> None:
+        self.policies = {json.dumps(t["instruction"], ensure_ascii=False)[1:-1]: SolutionPolicy(t) for t in tasks}
+
+    def __call__(self, body: dict) -> dict:
+        text = json.dumps(body, ensure_ascii=False)
+        return next(policy for goal, policy in self.policies.items() if goal in text)(body)

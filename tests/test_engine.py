@@ -2,19 +2,22 @@
 from __future__ import annotations
 
 import io
+import time
 from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.utils import timezone
 
 from taskgen.engine.control import ResumeError, run_cancel, run_resume, run_start
 from taskgen.engine.reconcile import reconcile
+from taskgen.engine.stage_table import ENGINE_STAGES
 from taskgen.engine.units import units_lease
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.engine.worker import work
 from taskgen.models import Judgment, PipelineRun, WorkUnit
-from taskgen.stages.contract import RetryLater
+from taskgen.stages.contract import RetryLater, StageParams, StageWork
 from taskgen.stages.judge.service import judge_config_for
 from taskgen.stages.judge.work import JudgeParams
 from tests.factories import RunFactory
@@ -141,3 +144,24 @@ def _with_do(do):
     from taskgen.engine.stage_table import stage_work
 
     return lambda name: replace(stage_work(name), do=do)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_unit_longer_than_its_lease_keeps_it_by_its_heartbeat(monkeypatch):
+    if connection.vendor == "sqlite" and connection.is_in_memory_db():
+        pytest.skip("the heartbeat writes from its own thread: needs a database other connections see")
+    monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda *args, **kwargs: True)
+    seen = []
+
+    def slow(pipeline_run, params, key):  # three leases long; the reconciler runs half way through
+        time.sleep(1.6)
+        seen.append(reconcile(dispatch=lambda *args: True).requeued)
+        time.sleep(1.6)
+
+    monkeypatch.setitem(ENGINE_STAGES, "slow-test", StageWork(
+        name="slow-test", check=StageParams.from_json, read=StageParams.from_json, units=lambda params: ["one"],
+        do=slow, finish=lambda *args: {}, lease_seconds=1))
+    pipeline_run = run_start(stage="slow-test", params={})
+    assert work(pipeline_run_id=pipeline_run.pk, owner="w1") is None
+    unit = pipeline_run.units.get()
+    assert seen == [0] and (unit.status, unit.attempts) == ("done", 1)  # never taken away, never run twice

@@ -374,3 +374,5 @@ def test_validate_runs_in_the_background_and_keeps_its_report(admin_client_role,
                                {"runs": [run.pk], "config": config.pk, "against": "verifier"})
     pr = PipelineRun.objects.get()
     assert pr.status == "done" and pr.result["precision"] == 0.9 and pr.params["runs"] == [run.pk]
+    page = admin_client_role.get(pr.get_absolute_url()).content.decode()  # the result summary says it
+    assert "<th>precision</th><td>0.9</td>" in page and "<th>false positives</th><td>1 item</td>" in page

@@ -105,9 +105,13 @@ def test_a_short_run_never_says_it_took_zero_minutes(admin_client_role):
     assert "took 1 h 15 min" in admin_client_role.get(slow.get_absolute_url()).content.decode()
 
 
-def test_result_rows_leave_out_nested_records_and_count_lists():
-    rows = result_rows({"episodes": 3, "skipped": [{"path": "a"}], "per_site": {"shop": 1}, "complete": True})
-    assert [(r.name, r.value) for r in rows] == [("complete", "yes"), ("episodes", "3"), ("skipped", "1 item")]
+def test_result_rows_spell_out_short_values_count_lists_of_records_and_leave_out_nested_ones():
+    rows = result_rows({"episodes": 3, "skipped": [{"path": "a"}], "per_site": {"shop": {"tp": 1}},
+                        "complete": True, "runs": ["shop-run", "mail-run"], "reviewer": None,
+                        "figures": {"precision": 0.75, "fp": 2, "kappa": None}, "ids": list(range(40))})
+    assert [(r.name, r.value) for r in rows] == [
+        ("complete", "yes"), ("episodes", "3"), ("figures", "fp 2 · kappa — · precision 0.75"), ("ids", "40 items"),
+        ("runs", "shop-run, mail-run"), ("skipped", "1 item")]
 
 
 def _model_input(page: str) -> str:

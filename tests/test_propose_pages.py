@@ -206,3 +206,12 @@ def test_the_gemini_proposer_from_the_pipeline_page(admin_client_role, sandbox_s
     assert pipeline_run.status == "done" and fake.requests[0]["model"] == "gemini-page"
     text = admin_client_role.get(_page()).content.decode()
     assert "gemini (gemini-page): 5 kept in 1 batches" in text
+
+
+def test_the_tasks_page_shows_progress_per_site_of_a_running_run(reviewer_client, sandbox_sites):
+    pipeline_run = run_start(stage=PipelineRun.Stage.PROPOSE, params={"provider": "rules", "sites": "shop,mail",
+                                                                      "per_site": 6, "batch": 3})
+    work(pipeline_run_id=pipeline_run.pk, owner="test", slice_seconds=0.01)  # the first batch only
+    text = reviewer_client.get(reverse("review:task_sites")).content.decode()
+    assert "Proposing now" in text
+    assert "<td>shop</td>\n      <td>1 of 4</td><td>3</td>" in text and "<td>mail</td>\n      <td>0 of 4</td>" in text

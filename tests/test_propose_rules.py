@@ -155,3 +155,14 @@ def test_command_writes_tasks_jsonl_and_resume_skips_done_sites(sandbox_sites, s
     assert "skipped site shop: done already" in again.getvalue()
     after = out.read_text(encoding="utf-8").splitlines(keepends=True)
     assert after[:16] == lines and [json.loads(x)["site"] for x in after[16:]] == ["booking"] * 8
+
+
+def test_approved_tasks_command_writes_only_the_approved(sandbox_sites, settings):
+    _propose(sites="shop", per_site=4, batch=4)
+    first, second, *_ = Task.objects.filter(site__slug="shop").order_by("created_at", "pk")
+    Task.objects.filter(pk__in=[first.pk, second.pk]).update(review_state=Task.ReviewState.APPROVED)
+    out = settings.DATA_ROOT / "approved.jsonl"
+    call_command("taskgen", "approved-tasks", "--sites", "shop", "--out", str(out), stdout=io.StringIO())
+    assert [json.loads(line)["task_id"] for line in out.read_text().splitlines()] == [first.task_id, second.task_id]
+    with pytest.raises(SystemExit):  # the file exists: never appended to
+        call_command("taskgen", "approved-tasks", "--sites", "shop", "--out", str(out), stderr=io.StringIO())

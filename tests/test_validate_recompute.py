@@ -223,3 +223,26 @@ def test_the_summary_counts_what_the_live_query_counts_for_every_pair_of_configs
                     live = service._live_cells(run_ids, config, against, None, other)
                     kept = service._cells(run_ids, config, against, None, other)
                     assert _counted(kept) == _counted(live), (config, other, against)
+
+
+def test_the_periodic_refresh_re_sums_every_marked_episode_a_chunk_at_a_time(world, monkeypatch):
+    """Beat's refresh consumes every mark written before it, in several short transactions, and leaves cells equal
+    to the live scan's; where no summary is kept it does nothing."""
+    from review.models import ValidateDirtyEpisode
+    from taskgen.stages.validate import service, summary
+    from taskgen.stages.validate.tasks import validate_summary_refresh_task
+
+    rng = random.Random(5)
+    for _ in range(60):
+        _write(world, rng)
+    if not summary.summary_available():
+        assert validate_summary_refresh_task() is False
+        return
+    monkeypatch.setattr(summary, "CHUNK", 7)
+    assert ValidateDirtyEpisode.objects.count() > 3 * summary.CHUNK
+    assert validate_summary_refresh_task() is True
+    assert not ValidateDirtyEpisode.objects.exists()
+    config, other = world["configs"]
+    for against in ("verifier", "human"):
+        live = service._live_cells([world["run"].pk], config, against, None, other)
+        assert _counted(service._cells([world["run"].pk], config, against, None, other)) == _counted(live)

@@ -32,6 +32,7 @@ class TaskEditForm(forms.Form):
 @require_role(Role.REVIEWER)
 def task_sites(request: HttpRequest) -> HttpResponse:
     context = {"sites": task_selectors.sites_with_task_counts(), "rules_label": RULES_LABEL,
+               "proposing": task_selectors.proposing_now(),
                "attempt_form": AttemptApprovedForm() if has_role(request.user, Role.ADMIN) else None}
     return render(request, "review/task_sites.html", context)
 

@@ -25,6 +25,17 @@ def run_refresh(*, pipeline_run_id: int) -> int:
     return sum(counts[status] for status in OPEN)
 
 
+def run_refresh_running(*, pipeline_run_id: int) -> tuple[int, bool]:
+    """run_refresh for a worker between batches: (units still open, whether the run is still running), in two
+    queries while it runs."""
+    counts = unit_counts(pipeline_run_id=pipeline_run_id)
+    fields = {"done": counts[Status.DONE], "failed": counts[Status.FAILED]}
+    running = PipelineRun.objects.filter(pk=pipeline_run_id, status=PipelineRun.Status.RUNNING).update(**fields) == 1
+    if not running:  # counted again: the counts above may predate another worker's finish, which wrote the last
+        return run_refresh(pipeline_run_id=pipeline_run_id), False
+    return sum(counts[status] for status in OPEN), running
+
+
 def run_finish_if_settled(*, pipeline_run_id: int) -> bool:
     """Finish a running run whose every unit is done or failed, with its stage's summary (exactly one caller
     does it: the run row is locked); True if this call finished it."""

@@ -41,8 +41,13 @@ def _due(pipeline_run_id: int):
 
 
 def units_lease(*, pipeline_run_id: int, owner: str, count: int, lease_seconds: int) -> list[Leased]:
-    """Claim up to `count` due units for `owner` until now + lease (two statements; rows locked by another worker
-    are skipped where the database can, and SQLite serialises writers anyway)."""
+    """Claim up to `count` due units for `owner` until now + lease: on PostgreSQL one conditional UPDATE ...
+    RETURNING over rows locked with SKIP LOCKED (workers never wait on each other); elsewhere a select and a
+    conditional update in one transaction (SQLite serialises writers anyway)."""
+    now = timezone.now()
+    until = now + timedelta(seconds=lease_seconds * count)
+    if connection.vendor == "postgresql":
+        return _lease_postgresql(pipeline_run_id, owner[:200], count, now, until)
     with transaction.atomic():
         due = _due(pipeline_run_id).order_by("pk")
         if connection.features.has_select_for_update_skip_locked:
@@ -50,10 +55,24 @@ def units_lease(*, pipeline_run_id: int, owner: str, count: int, lease_seconds: 
         rows = list(due.values_list("pk", "key", "attempts")[:count])
         if not rows:
             return []
-        until = timezone.now() + timedelta(seconds=lease_seconds * len(rows))
         WorkUnit.objects.filter(pk__in=[pk for pk, _, _ in rows], status=Status.QUEUED).update(
             status=Status.RUNNING, lease_owner=owner[:200], lease_until=until, attempts=F("attempts") + 1)
     return [Leased(pk, key, attempts + 1) for pk, key, attempts in rows]
+
+
+LEASE_SQL = """
+UPDATE {table} SET status = %s, lease_owner = %s, lease_until = %s, attempts = attempts + 1
+WHERE id IN (SELECT id FROM {table} WHERE pipeline_run_id = %s AND status = %s
+             AND (not_before IS NULL OR not_before <= %s) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)
+RETURNING id, key, attempts"""
+
+
+def _lease_postgresql(pipeline_run_id: int, owner: str, count: int, now, until) -> list[Leased]:
+    sql = LEASE_SQL.format(table=connection.ops.quote_name(WorkUnit._meta.db_table))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [Status.RUNNING, owner, until, pipeline_run_id, Status.QUEUED, now, count])
+        rows = cursor.fetchall()
+    return [Leased(pk, key, attempts) for pk, key, attempts in sorted(rows)]
 
 
 def units_extend(*, pks: list[int], owner: str, lease_seconds: int) -> None:

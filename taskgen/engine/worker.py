@@ -13,7 +13,7 @@ import time
 from django.conf import settings
 from django.db import connection
 
-from taskgen.engine.runs import run_error, run_finish_if_settled, run_refresh
+from taskgen.engine.runs import run_error, run_finish_if_settled, run_refresh_running
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.units import Leased, next_due_in, unit_again, unit_failed, units_done, units_extend, units_lease
 from taskgen.models import PipelineRun
@@ -38,16 +38,18 @@ def work(*, pipeline_run_id: int, owner: str, slice_seconds: float | None = None
     params = stage.read(pipeline_run.params)
     lease = stage.lease_seconds or settings.ENGINE_LEASE_SECONDS
     deadline = time.monotonic() + (slice_seconds or settings.ENGINE_SLICE_SECONDS)
-    while time.monotonic() < deadline:
-        batch = units_lease(pipeline_run_id=pipeline_run_id, owner=owner, count=stage.batch, lease_seconds=lease)
-        if not batch:
-            break
-        _work_batch(stage, pipeline_run, params, batch, owner=owner, lease=lease)
-        if run_refresh(pipeline_run_id=pipeline_run_id) == 0:
-            run_finish_if_settled(pipeline_run_id=pipeline_run_id)
-            return None
-        if not PipelineRun.objects.filter(pk=pipeline_run_id, status=PipelineRun.Status.RUNNING).exists():
-            return None  # cancelled: the units in hand were finished and recorded
+    with Heartbeat(pks=[], owner=owner, lease=lease) as heart:
+        while time.monotonic() < deadline:
+            batch = units_lease(pipeline_run_id=pipeline_run_id, owner=owner, count=stage.batch, lease_seconds=lease)
+            if not batch:
+                break
+            _work_batch(stage, pipeline_run, params, batch, heart=heart)
+            still_open, running = run_refresh_running(pipeline_run_id=pipeline_run_id)
+            if still_open == 0:
+                run_finish_if_settled(pipeline_run_id=pipeline_run_id)
+                return None
+            if not running:
+                return None  # cancelled: the units in hand were finished and recorded
     return next_due_in(pipeline_run_id=pipeline_run_id)
 
 
@@ -64,7 +66,8 @@ class Heartbeat:
     def _beat(self) -> None:
         try:
             while not self.stop.wait(self.lease / 3):
-                units_extend(pks=list(self.pks), owner=self.owner, lease_seconds=self.lease)
+                if self.pks:
+                    units_extend(pks=list(self.pks), owner=self.owner, lease_seconds=self.lease)
         except Exception:  # noqa: BLE001  (a missed beat only lets the lease run out: the reconciler's case)
             log.warning("lease heartbeat of %s stopped", self.owner, exc_info=True)
         finally:
@@ -80,18 +83,19 @@ class Heartbeat:
 
 
 def _work_batch(stage: StageWork, pipeline_run: PipelineRun, params: StageParams, batch: list[Leased], *,
-                owner: str, lease: int) -> None:
+                heart: Heartbeat) -> None:
+    """Do each unit of the batch (the heartbeat holds the leases of those not done yet), then record the batch."""
     results: dict[int, object] = {}
-    with Heartbeat(pks=[u.pk for u in batch], owner=owner, lease=lease) as heart:
-        for position, unit in enumerate(batch):
-            heart.pks = [u.pk for u in batch[position:]]
-            try:
-                results[unit.pk] = stage.do(pipeline_run, params, unit.key)
-            except RetryLater as later:
-                _again(stage, pipeline_run, unit, later)
-            except Exception as exc:  # one unit's failure is recorded on it; the batch goes on
-                log.warning("%s unit %s failed: %s", pipeline_run, unit.key, exc, exc_info=True)
-                _failed_try(stage, pipeline_run, unit, f"{type(exc).__name__}: {exc}")
+    for position, unit in enumerate(batch):
+        heart.pks = [u.pk for u in batch[position:]]
+        try:
+            results[unit.pk] = stage.do(pipeline_run, params, unit.key)
+        except RetryLater as later:
+            _again(stage, pipeline_run, unit, later)
+        except Exception as exc:  # one unit's failure is recorded on it; the batch goes on
+            log.warning("%s unit %s failed: %s", pipeline_run, unit.key, exc, exc_info=True)
+            _failed_try(stage, pipeline_run, unit, f"{type(exc).__name__}: {exc}")
+    heart.pks = []
     units_done(results=results)
 
 

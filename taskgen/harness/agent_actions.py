@@ -11,7 +11,7 @@ import json
 import re
 from urllib.parse import urljoin, urlsplit
 
-from taskgen.harness.agents import AgentStop
+from taskgen.harness.agent_errors import AgentStop
 from taskgen.harness.observe import Observation
 
 ACTIONS = ("click", "type", "select", "scroll", "goto", "back", "answer", "done")

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from taskgen.harness.agent_errors import AgentError, AgentStop  # noqa: F401  (AgentStop: the harness's name for it)
+from taskgen.harness.model_agent import ModelAgent
 from taskgen.harness.observe import Observation
 from taskgen.providers import provider_choices, provider_default_model, provider_missing, provider_names
 
@@ -26,20 +28,6 @@ class Agent(Protocol):
     def start(self, task: dict) -> None: ...
 
     def act(self, observation: Observation) -> dict: ...
-
-
-class AgentError(RuntimeError):
-    """The agent cannot attempt this task (for the scripted agent: the task has no known solution)."""
-
-
-class AgentStop(Exception):  # noqa: N818 (a clean end of an episode, not an error)
-    """The episode ends here, cleanly, for a reason the record keeps: `finished` says which kind (bad_element,
-    off_site), `reason` says it in words."""
-
-    def __init__(self, finished: str, reason: str) -> None:
-        super().__init__(reason)
-        self.finished = finished
-        self.reason = reason
 
 
 def find_element(elements: list[dict], target: dict) -> dict | None:
@@ -194,7 +182,8 @@ def agent_label(name: str, options: dict | None = None) -> str:
         return SCRIPTED_NAME
     if harness := external_harness_name(name):
         return f"external harness {harness} (arm {(options or {}).get('arm') or 'base'})"
-    return f"{name} {(options or {}).get('model') or settings.AGENT_MODEL or provider_default_model(name)}"
+    model = (options or {}).get("model") or settings.AGENT_MODEL or provider_default_model(name)
+    return f"{name} {model}"[:200]  # Run.agent's length
 
 
 def agent_create(*, name: str, mistake_rate: float = 0.0, seed: int = 0, max_steps: int | None = None,
@@ -203,8 +192,6 @@ def agent_create(*, name: str, mistake_rate: float = 0.0, seed: int = 0, max_ste
     if name == "scripted":
         return ScriptedAgent(mistake_rate=mistake_rate, seed=seed)
     if name in provider_names("agent"):
-        from taskgen.harness.model_agent import ModelAgent  # its provider SDKs load only when a model acts
-
         agent_options_check(name=name, options=options)
         return ModelAgent(provider=name, model=str(options.get("model") or ""),
                           base_url=str(options.get("base_url") or ""), takes_images=options.get("images"),

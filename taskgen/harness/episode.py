@@ -59,10 +59,10 @@ def episode_run(*, task: dict, agent: Agent, base_url: str, max_steps: int = 20,
     except Exception as exc:  # one episode's failure is recorded, never the end of the run
         record.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
         record.finished = "error"
-    _agent_report(record, agent)
     with clock.phase("app"):
         _collect_evidence(record, session)
     record.timings = {**clock.spent, "sandbox_server": server_seconds() - served_before}
+    _agent_report(record, agent)
     return record
 
 
@@ -113,6 +113,7 @@ def _agent_report(record: EpisodeRecord, agent: Agent) -> None:
         record.agent_steps = [{k: v for k, v in s.items() if k not in ("action_text", "outcome")}
                               for s in agent.steps]
         record.agent_run = agent.summary()
+        record.timings["model"] = record.agent_run["latency_ms"] / 1000  # inside "agent": the model's own time
 
 
 def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: int, clock: _Clock,
@@ -123,9 +124,11 @@ def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: i
     for step in range(1, max_steps + 1):
         if time.monotonic() > deadline:
             raise HarnessError(f"episode timed out after {settings.HARNESS_EPISODE_SECONDS}s at step {step}")
-        with clock.phase("browser"):
-            shot = page.screenshot(type="png")
-            obs = observe(page, step, shot)
+        with clock.phase("browser"):  # the sub-phases (screenshot, observe, act) are for the benchmark
+            with clock.phase("screenshot"):
+                shot = page.screenshot(type="png")
+            with clock.phase("observe"):
+                obs = observe(page, step, shot)
         try:
             with clock.phase("agent"):
                 action = agent.act(obs)
@@ -145,7 +148,7 @@ def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: i
             return
         if name == "invalid":  # an answer the model could not phrase twice: a failed step, nothing to execute
             continue
-        with clock.phase("browser"):
+        with clock.phase("browser"), clock.phase("act"):
             _execute(record, page, base_url, name, params or {})
         server_errors.raise_if_any()
 

@@ -16,7 +16,7 @@ from string import Template
 from django.conf import settings
 
 from taskgen.harness.agent_actions import AnswerUnreadable, action_check, parse_agent_answer
-from taskgen.harness.agents import AgentError
+from taskgen.harness.agent_errors import AgentError
 from taskgen.harness.observe import Observation, element_name
 from taskgen.prompt_files import load_prompt_file, one_paragraph
 from taskgen.providers import (

@@ -86,8 +86,12 @@ class Observation:
         return lines
 
 
+# The elements, the page's text and its title in one call: each call to the page is a round trip to Chromium.
+OBSERVE_JS = f"() => ({{elements: ({ELEMENTS_JS.strip()})(), text: document.body.innerText.slice(0, {TEXT_CAP}), " \
+             "title: document.title})"
+
+
 def observe(page, step: int, screenshot: bytes | None = None) -> Observation:
-    elements = page.evaluate(ELEMENTS_JS)
-    text = page.inner_text("body")[:TEXT_CAP]
-    return Observation(step=step, url=page.url, title=page.title(), text=text, elements=elements,
+    seen = page.evaluate(OBSERVE_JS)
+    return Observation(step=step, url=page.url, title=seen["title"], text=seen["text"], elements=seen["elements"],
                        screenshot=screenshot)

@@ -18,7 +18,7 @@ from taskgen.harness.browser import browser_close, in_browser_thread
 from taskgen.models import Episode, Judgment, PipelineRun, Run, Task
 from taskgen.stages.judge.service import judge_config_for, judge_episode
 from tests import propose_helpers
-from tests.agent_policy import SolutionPolicy, prompt_of
+from tests.agent_policy import PerTask, prompt_of
 from tests.fakes.openai_server import FakeOpenAI
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -28,17 +28,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def _close_harness_browser():
     yield
     in_browser_thread(browser_close)
-
-
-class PerTask:
-    """One solution policy per task, chosen by the task's instruction in the prompt."""
-
-    def __init__(self, tasks: list[dict]) -> None:
-        self.policies = {t["instruction"]: SolutionPolicy(t) for t in tasks}
-
-    def __call__(self, body: dict):
-        text = json.dumps(body, ensure_ascii=False)
-        return next(p for goal, p in self.policies.items() if json.dumps(goal, ensure_ascii=False)[1:-1] in text)(body)
 
 
 @pytest.fixture

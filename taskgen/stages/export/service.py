@@ -29,8 +29,8 @@ def export_row_create(*, run: Run, manifest: dict, judge_config: JudgeConfig | N
     """The Export row of a finished export: what chose it is the manifest's; params adds only the folder (and the
     pipeline run that wrote it)."""
     export = Export.objects.create(
-        selection=manifest["params"]["source"], judge_config=judge_config, budget=manifest["params"]["budget"],
-        params={"out_dir": out_dir, **(extra or {})}, report=manifest["report"], manifest=manifest,
+        selection=manifest["params"]["source"], judge_config=judge_config,
+        params={"out_dir": out_dir, **(extra or {})}, manifest=manifest,
         manifest_sha256=manifest_sha256(manifest), out_dir=out_dir, created_by=user,
     )
     export.runs.add(run)

@@ -105,7 +105,9 @@ def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dic
         run=Run.objects.get(pk=params.run), manifest=manifest, out_dir=str(out), user=pipeline_run.started_by,
         judge_config=JudgeConfig.objects.filter(pk=params.judge_config).first() if params.judge_config else None,
         extra={"pipeline_run": pipeline_run.pk})
-    return {"export_id": export.pk, "manifest_sha256": params.manifest_sha256, **manifest["report"]}
+    report = manifest["report"]
+    return {"export_id": export.pk, "manifest_sha256": params.manifest_sha256,
+            "selected_trajectories": report["selected_trajectories"], "selected_rows": report["selected_rows"]}
 
 
 EXPORT_WORK = StageWork(

@@ -13,6 +13,7 @@ from pathlib import Path
 from django.conf import settings
 
 from taskgen.engine.control import run_start
+from taskgen.engine.registry import stage_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.providers import provider_names
@@ -26,7 +27,6 @@ from taskgen.stages.judge.service import (
     judge_summary,
     judgment_reference_record,
 )
-from taskgen.stages.judge.tasks import judge_start
 from taskgen.stages.judge.work import JudgeParams
 from taskgen.stages.lookup import run_find
 
@@ -105,7 +105,8 @@ def run(options: dict, stdout, stderr) -> int:
         if options["dry_run"]:
             return _dry_run(found, config, stdout)
         if options["batch"]:
-            pipeline_run = _wait(judge_start(run=found, config=config, batch=True), stderr)
+            pipeline_run = _wait(stage_start(stage=PipelineRun.Stage.JUDGE, params={
+                "run": found.pk, "config_id": config.pk, "batch": True}, user=None), stderr)
             code = 1 if pipeline_run.failed else 0
         else:
             code, pipeline_run = _judge_on_engine(found, config, options, stderr)

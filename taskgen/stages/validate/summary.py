@@ -18,7 +18,10 @@ from django.db import connection, transaction
 _LOCK = 7_318_412  # pg_advisory_xact_lock key: one refresh at a time
 _KEYS = "run_id, site_id, task_kind, config_a, config_b, verdict_a, verdict_b, verifier, final"
 _REFRESH = f"""
-WITH marked AS (DELETE FROM review_validatedirtyepisode RETURNING episode_id),
+WITH marked AS (
+    DELETE FROM review_validatedirtyepisode WHERE id IN (
+        SELECT id FROM review_validatedirtyepisode WHERE id <= %(upto)s ORDER BY id LIMIT %(chunk)s)
+    RETURNING episode_id),
 episodes AS (SELECT DISTINCT episode_id AS id FROM marked),
 taken_out AS (
     DELETE FROM review_validateepisodecell c USING episodes WHERE c.episode_id = episodes.id
@@ -77,12 +80,23 @@ def summary_available() -> bool:
     return name in _KEPT_IN
 
 
+CHUNK = 5000  # marks re-summed per transaction: a big import's marks never hold the lock for long
+
+
 def validate_summary_refresh() -> None:
-    """Bring the cells up to date with every committed write (cheap when few episodes changed)."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK])
-        cursor.execute(_REFRESH)
-        cursor.execute("DELETE FROM review_validatecell WHERE n = 0")
+    """Bring the cells up to date with every write committed before the call (cheap when few episodes changed); the
+    page and the periodic task call it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT max(id) FROM review_validatedirtyepisode")
+        upto = cursor.fetchone()[0]
+    while upto is not None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK])
+            cursor.execute(_REFRESH, {"upto": upto, "chunk": CHUNK})
+            cursor.execute("DELETE FROM review_validatecell WHERE n = 0")
+            cursor.execute("SELECT min(id) FROM review_validatedirtyepisode WHERE id <= %s", [upto])
+            if cursor.fetchone()[0] is None:
+                break
 
 
 def _fetch(run_ids: list[int], config_id: int, other_id: int | None) -> list[tuple]:

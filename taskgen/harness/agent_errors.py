@@ -1,0 +1,17 @@
+"""How an agent says it cannot go on: its own module, so the agents, the model agent and its action checks import
+it without importing each other."""
+from __future__ import annotations
+
+
+class AgentError(RuntimeError):
+    """The agent cannot attempt this task (for the scripted agent: the task has no known solution)."""
+
+
+class AgentStop(Exception):  # noqa: N818 (a clean end of an episode, not an error)
+    """The episode ends here, cleanly, for a reason the record keeps: `finished` says which kind (bad_element,
+    off_site), `reason` says it in words."""
+
+    def __init__(self, finished: str, reason: str) -> None:
+        super().__init__(reason)
+        self.finished = finished
+        self.reason = reason
