@@ -39,6 +39,9 @@ def site_server():
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
             seen.append(self.path)
+            if self.path == getattr(server, "fail", None):
+                self.send_error(500)
+                return
             body = (f"<html><title>x</title><script>secret()</script><h1>Page {self.path}</h1>"
                     "<p>Borrow “The Silent Orchard” by Ana Lírio</p></html>").encode()
             self.send_response(200)
@@ -111,3 +114,18 @@ def test_a_base_url_that_does_not_answer_fails_that_site_only(sandbox_sites, mon
     assert {u.key.split(":")[0] for u in failed} == {"down"} and failed.count() == 3
     assert all("site down:" in u.last_error and "does not answer" in u.last_error for u in failed)
     assert Task.objects.filter(site__slug="shop").count() == 3 and pipeline_run.failed == 3
+
+
+def test_a_page_that_fails_is_named_in_the_runs_summary_and_the_site_goes_on(db, site_server):
+    pages = [*SITEMAP["pages"], {"path": "/sites/library/broken/", "title": "Broken"}]
+    controls = [{"kind": "button", "label": f"Button {k}", "page": "/sites/library/broken/"} for k in range(3)]
+    Site.objects.create(slug="library", sitemap={**SITEMAP, "pages": pages, "controls": controls},
+                        base_url=site_server.url)
+    site_server.fail = "/sites/library/broken/"
+    pipeline_run = run_start(stage=PipelineRun.Stage.PROPOSE, params={"provider": "rules", "sites": "library",
+                                                                      "per_site": 2, "batch": 2})
+    while work(pipeline_run_id=pipeline_run.pk, owner="test") is not None:
+        pass
+    pipeline_run.refresh_from_db()
+    line = pipeline_run.result["site library"]
+    assert line.startswith("2 tasks") and "site library, page /sites/library/broken/: could not render" in line

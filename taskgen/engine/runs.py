@@ -31,8 +31,8 @@ def run_refresh_running(*, pipeline_run_id: int) -> tuple[int, bool]:
     counts = unit_counts(pipeline_run_id=pipeline_run_id)
     fields = {"done": counts[Status.DONE], "failed": counts[Status.FAILED]}
     running = PipelineRun.objects.filter(pk=pipeline_run_id, status=PipelineRun.Status.RUNNING).update(**fields) == 1
-    if not running:
-        PipelineRun.objects.filter(pk=pipeline_run_id).update(**fields)
+    if not running:  # counted again: the counts above may predate another worker's finish, which wrote the last
+        return run_refresh(pipeline_run_id=pipeline_run_id), False
     return sum(counts[status] for status in OPEN), running
 
 

@@ -176,3 +176,36 @@ def test_the_run_table_filters_and_sorts_from_its_controls(page, live_server):
     page.click("th a[data-sort=agreement]")
     page.wait_for_load_state()
     assert shown()[:3] == ["t-1", "t-4", "t-2"]  # the judge's mistakes first: false positives, then negatives
+
+
+def test_filmstrip_thumbnails_keep_their_size_before_they_load(page, live_server):
+    """Thumbnails are made on first request: until one arrives its frame already has the screenshot's shape (the
+    page names each image's size), so the strip does not collapse to slivers and then jump."""
+    episode = EpisodeFactory(actions=[{"click": {"index": 1}}, {"done": {}}], steps=2)
+    for step in (1, 2):
+        Screenshot.objects.create(episode=episode, step=step, name=f"step_{step}.png", blob=_blob((step * 90, 30, 30)))
+    page.route("**/thumb/", lambda route: None)  # thumbnails never answer: the page shows before any arrives
+    _log_in(page, live_server, "strip", role="viewer")
+    page.goto(f"{live_server.url}{episode.get_absolute_url()}", wait_until="domcontentloaded")
+    frames = page.locator("#filmstrip figure img")
+    assert frames.count() == 2
+    for i in range(2):
+        box = frames.nth(i).bounding_box()
+        assert abs(box["width"] / box["height"] - 320 / 200) < 0.05, box  # 320x200 screens, not 60-px slivers
+
+
+def test_a_long_markdown_answer_opens_clamped_and_expands(page, live_server):
+    rows = "\n".join(f"| Hotel {i} | {100 + i} € |" for i in range(60))
+    answer = f"## Prices found\n\n| Hotel | Price |\n|---|---|\n{rows}\n\n<script>window.hit = 1</script>**done**"
+    episode = EpisodeFactory(answer=answer)
+    _log_in(page, live_server, "md", role="viewer")
+    page.goto(f"{live_server.url}{episode.get_absolute_url()}")
+    box, button = page.locator("#answer-text"), page.locator("button[data-expand=answer-text]")
+    assert box.locator("table tr").count() == 61 and box.locator("h2").inner_text() == "Prices found"
+    assert page.evaluate("() => window.hit === undefined")  # the data's raw HTML stays text
+    clamped = box.bounding_box()["height"]
+    assert clamped <= 425 and button.is_visible() and button.inner_text() == "Show the whole answer"
+    button.click()
+    assert box.bounding_box()["height"] > clamped + 200 and button.inner_text() == "Show less"
+    button.click()
+    assert box.bounding_box()["height"] <= 425

@@ -145,9 +145,11 @@ def site_summary(pipeline_run: PipelineRun, site: Site) -> dict:
     """What a run did for one site: tasks kept (how many information tasks), duplicates, invalid, batches."""
     batches = ProposalBatch.objects.filter(pipeline_run=pipeline_run, site=site)
     tasks = run_tasks(pipeline_run=pipeline_run, site=site)
+    problems = next((b.context_problems for b in batches if b.context_problems), [])
     return {"site": site.slug, "kept": tasks.count(), "info": tasks.filter(task_kind=Task.Kind.INFO).count(),
             "duplicates": sum(b.duplicates for b in batches), "invalid": sum(b.invalid for b in batches),
-            "batches": batches.count(), "unreadable_answers": batches.exclude(answer_error="").count()}
+            "batches": batches.count(), "unreadable_answers": batches.exclude(answer_error="").count(),
+            "pages_not_read": problems}
 
 
 def _finish(pipeline_run: PipelineRun, params: ProposeParams, failed: int) -> dict:
@@ -159,7 +161,8 @@ def _finish(pipeline_run: PipelineRun, params: ProposeParams, failed: int) -> di
     summary["duplicates_dropped"] = sum(site["duplicates"] for site in summary["sites"])
     for site in summary["sites"]:  # one line per site for the run's page (which shows a list as its length)
         summary[f"site {site['site']}"] = (f"{site['kept']} tasks ({site['info']} info), {site['duplicates']} "
-                                           f"duplicates dropped, {site['invalid']} invalid")
+                                           f"duplicates dropped, {site['invalid']} invalid"
+                                           + "".join(f"; {problem}" for problem in site["pages_not_read"]))
     if params.out:
         summary["written"] = _write_out(pipeline_run, params, sites)
     return summary
