@@ -139,3 +139,21 @@ def test_the_batch_keeps_what_it_was_shown(sandbox_sites, fake_gemini):
     batch = ProposalBatch.objects.get(pipeline_run=pipeline_run, index=0)
     assert batch.prompt == _prompt(fake_gemini.requests[0]) and batch.context in batch.prompt
     assert json.loads(batch.raw_answer)["tasks"] and batch.asked == 3 and batch.model == "gemini-3.5-flash"
+
+
+def test_an_openai_compatible_server_proposes_through_the_same_interface(sandbox_sites, settings):
+    from tests.fakes.openai_server import FakeOpenAI
+
+    tasks = [{"instruction": f"Find the room number {k} and report its nightly price", "kind": "info"}
+             for k in range(4)]
+    server = FakeOpenAI(answer=lambda body: tasks).start()  # a bare list, as some models answer
+    settings.OPENAI_BASE_URL, settings.OPENAI_MODEL = server.base_url, "qwen-test"
+    try:
+        pipeline_run = _propose(provider="openai-compatible", sites="booking", per_site=4, batch=4)
+    finally:
+        server.stop()
+    assert pipeline_run.status == "done" and Task.objects.filter(site__slug="booking").count() == 4
+    body = server.requests[0]["body"]
+    assert body["model"] == "qwen-test" and body["temperature"] == 1.0
+    assert body["response_format"] == {"type": "json_object"} and "Please write 4 goals" in str(body["messages"])
+    assert Task.objects.first().proposed_by_model == "qwen-test"

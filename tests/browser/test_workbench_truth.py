@@ -192,3 +192,20 @@ def test_filmstrip_thumbnails_keep_their_size_before_they_load(page, live_server
     for i in range(2):
         box = frames.nth(i).bounding_box()
         assert abs(box["width"] / box["height"] - 320 / 200) < 0.05, box  # 320x200 screens, not 60-px slivers
+
+
+def test_a_long_markdown_answer_opens_clamped_and_expands(page, live_server):
+    rows = "\n".join(f"| Hotel {i} | {100 + i} € |" for i in range(60))
+    answer = f"## Prices found\n\n| Hotel | Price |\n|---|---|\n{rows}\n\n<script>window.hit = 1</script>**done**"
+    episode = EpisodeFactory(answer=answer)
+    _log_in(page, live_server, "md", role="viewer")
+    page.goto(f"{live_server.url}{episode.get_absolute_url()}")
+    box, button = page.locator("#answer-text"), page.locator("button[data-expand=answer-text]")
+    assert box.locator("table tr").count() == 61 and box.locator("h2").inner_text() == "Prices found"
+    assert page.evaluate("() => window.hit === undefined")  # the data's raw HTML stays text
+    clamped = box.bounding_box()["height"]
+    assert clamped <= 425 and button.is_visible() and button.inner_text() == "Show the whole answer"
+    button.click()
+    assert box.bounding_box()["height"] > clamped + 200 and button.inner_text() == "Show less"
+    button.click()
+    assert box.bounding_box()["height"] <= 425
