@@ -10,7 +10,10 @@ from django.core.management import call_command
 from sandbox.catalog import sandbox_tasks
 from taskgen.engine.control import ResumeError, run_cancel, run_resume, run_start
 from taskgen.engine.units import Status
+from taskgen.engine.worker import work
+from taskgen.harness.rundir import EpisodeRecord
 from taskgen.models import PipelineRun, WorkUnit
+from taskgen.stages.attempt import service
 from taskgen.stages.attempt.service import AttemptError, attempt_tasks_read
 from taskgen.stages.attempt.work import AttemptParams
 
@@ -116,3 +119,45 @@ def test_an_attempt_with_every_episode_done_has_nothing_to_resume(tasks_file):
     PipelineRun.objects.filter(pk=pipeline_run.pk).update(status=PipelineRun.Status.DONE)
     with pytest.raises(ResumeError, match="nothing to resume"):
         run_resume(pipeline_run=pipeline_run)
+
+
+def _recorded(task, agent, options, max_steps, label):
+    """An episode as the harness records it, without a browser: one step, its row and a verifier that passed."""
+    return EpisodeRecord(task=task, agent=agent, actions=[{"done": {}}], rows=[{"step": 1, "image": "step_1.png"}],
+                         verifier={"ok": True, "parts": []}, finished="done")
+
+
+def _work_until_settled(pipeline_run) -> None:
+    for _ in range(10):
+        WorkUnit.objects.filter(pipeline_run=pipeline_run, status="queued").update(not_before=None)
+        if work(pipeline_run_id=pipeline_run.pk, owner="test") is None and PipelineRun.objects.get(
+                pk=pipeline_run.pk).is_finished:
+            return
+
+
+def test_an_episode_whose_folder_cannot_be_written_fails_loudly_and_a_resume_finishes_it(tasks_file, monkeypatch):
+    monkeypatch.setattr("taskgen.stages.attempt.service._record", _recorded)
+    written = service.episode_write
+
+    def disk_full_for_one(*, record, run_dir):
+        if record.task_id == "sb-shop-002":
+            raise OSError(28, "No space left on device")
+        return written(record=record, run_dir=run_dir)
+
+    monkeypatch.setattr("taskgen.stages.attempt.service.episode_write", disk_full_for_one)
+    pipeline_run = attempt_start(tasks_file=tasks_file, agent="scripted", name="r-disk")
+    _work_until_settled(pipeline_run)
+    pipeline_run.refresh_from_db()
+    assert (pipeline_run.status, pipeline_run.done, pipeline_run.failed) == ("done", 2, 1)
+    failed = pipeline_run.units.get(key="sb-shop-002")
+    assert failed.status == "failed" and failed.attempts == 3 and "No space left on device" in failed.last_error
+    assert any("sb-shop-002" in e and "could not be written" in e for e in pipeline_run.errors)  # said, not lost
+    assert pipeline_run.result["failed"] == 1 and pipeline_run.run.episodes.count() == 2
+
+    monkeypatch.setattr("taskgen.stages.attempt.service.episode_write", written)  # the disk has room again
+    run_resume(pipeline_run=pipeline_run)
+    _work_until_settled(pipeline_run)
+    pipeline_run.refresh_from_db()
+    assert (pipeline_run.status, pipeline_run.done, pipeline_run.failed) == ("done", 3, 0)
+    assert pipeline_run.result["failed"] == 0 and pipeline_run.run.episodes.count() == 3
+    assert set(pipeline_run.units.values_list("attempts", flat=True)) == {1}  # only the failed one ran again
