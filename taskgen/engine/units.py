@@ -81,18 +81,18 @@ def units_extend(*, pks: list[int], owner: str, lease_seconds: int) -> None:
     WorkUnit.objects.filter(pk__in=pks, status=Status.RUNNING, lease_owner=owner[:200]).update(lease_until=until)
 
 
-def units_done(*, results: dict[int, object]) -> None:
-    """Record units as done with their results: one statement for those without a result, one for the rest."""
+def units_done(*, results: dict[int, object]) -> int:
+    """Record units as done with their results (one statement, and one more for the results); how many were not
+    done before (a unit finished twice, after its lease ran out under a slow worker, is counted once)."""
     if not results:
-        return
-    now = timezone.now()
-    done = {"status": Status.DONE, "finished_at": now, "lease_owner": "", "lease_until": None, "last_error": ""}
-    plain = [pk for pk, result in results.items() if result is None]
-    if plain:
-        WorkUnit.objects.filter(pk__in=plain).exclude(status=Status.DONE).update(**done)
-    rich = [WorkUnit(pk=pk, result=result, **done) for pk, result in results.items() if result is not None]
+        return 0
+    done = {"status": Status.DONE, "finished_at": timezone.now(), "lease_owner": "", "lease_until": None,
+            "last_error": ""}
+    newly = WorkUnit.objects.filter(pk__in=list(results)).exclude(status=Status.DONE).update(**done)
+    rich = [WorkUnit(pk=pk, result=result) for pk, result in results.items() if result is not None]
     if rich:
-        WorkUnit.objects.bulk_update(rich, ["result", *done], batch_size=BULK)
+        WorkUnit.objects.bulk_update(rich, ["result"], batch_size=BULK)
+    return newly
 
 
 def unit_again(*, pk: int, error: str, seconds: float, attempts_back: int = 0) -> None:
@@ -102,9 +102,9 @@ def unit_again(*, pk: int, error: str, seconds: float, attempts_back: int = 0) -
         not_before=timezone.now() + timedelta(seconds=seconds), attempts=F("attempts") - attempts_back)
 
 
-def unit_failed(*, pk: int, error: str) -> None:
-    """A unit that will not be tried again, with its reason."""
-    WorkUnit.objects.filter(pk=pk).exclude(status=Status.DONE).update(
+def unit_failed(*, pk: int, error: str) -> int:
+    """A unit that will not be tried again, with its reason; 1 if it was not done or failed already."""
+    return WorkUnit.objects.filter(pk=pk).exclude(status__in=[Status.DONE, Status.FAILED]).update(
         status=Status.FAILED, last_error=error[:4000], lease_owner="", lease_until=None, finished_at=timezone.now())
 
 
