@@ -5,13 +5,14 @@ distinct: bench/real_screens.py), imported, then judged by the gemini judge on t
 
   - a profile of the top CPU consumers of judging (cProfile with a CPU clock, episodes judged one at a time) and the
     database queries per judgment;
-  - episodes/s and its ratio to the ideal (concurrency / latency; target: at least 85%), with --processes N worker
-    processes sharing the calls (target for 2: at least 1.8x one process's rate);
+  - episodes/s and its ratio to the ideal (processes x concurrency / latency; target: at least 85% for one
+    process), for each count of worker processes in --processes (each with --concurrency threads, as judge workers
+    on more machines; target for 2: at least 1.8x one process's rate), each on its own judge config;
   - app CPU ms per judgment (the judging processes; target: at most 20 ms);
   - image tokens per episode under the policy judged vs full-size images (target: at least 40% fewer);
   - the one-time cost, at import, of a downscaled copy (policy `small`, for providers without media_resolution).
 
-    .venv/bin/python bench/judge.py [--episodes 560] [--concurrency 16] [--latency 0.3] [--processes 1]
+    .venv/bin/python bench/judge.py [--episodes 560] [--concurrency 16] [--latency 0.3] [--processes 1,2]
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--episodes", type=int, default=560)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency", type=float, default=0.3)
-    parser.add_argument("--processes", type=int, default=1, help="worker processes sharing the calls in flight")
+    parser.add_argument("--processes", default="1", help="worker process counts to run, e.g. 1,2")
     parser.add_argument("--policy", default="medium", help="image policy judged (default: medium)")
     parser.add_argument("--profile", type=int, default=60, help="episodes judged one at a time under cProfile")
     parser.add_argument("--full-sample", type=int, default=30, help="episodes also judged with full-size images")
@@ -188,7 +189,7 @@ def _close_connections() -> None:
 
 
 def _judge_run(run, config, concurrency: int, processes: int) -> tuple[int, float, float]:
-    """Judge the run on the engine with `concurrency` slots over `processes` forked workers; (units, wall, CPU)."""
+    """Judge the run on the engine with `processes` forked workers of `concurrency` threads; (units, wall, CPU)."""
     from taskgen.engine.control import run_start
     from taskgen.models import PipelineRun
     from taskgen.stages.judge.work import JudgeParams
@@ -199,7 +200,7 @@ def _judge_run(run, config, concurrency: int, processes: int) -> tuple[int, floa
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
     context = multiprocessing.get_context("fork")
-    workers = [context.Process(target=_threads, args=(pipeline_run.pk, concurrency // processes))
+    workers = [context.Process(target=_threads, args=(pipeline_run.pk, concurrency))
                for _ in range(processes)]
     for worker in workers:
         worker.start()
@@ -224,13 +225,14 @@ def _image_tokens(config, episode_ids: list[int]) -> float:
     return total / max(1, len(judgments))
 
 
-def _report(args, judged: int, total: int, wall: float, cpu: float) -> None:
-    ideal = args.concurrency / args.latency
-    print(f"episodes judged          {judged} of {total} in {wall:.1f} s by {args.processes} process(es), "
-          f"{args.concurrency} calls in flight ({load()})")
-    print(f"throughput               {total / wall:.1f} episodes/s; ideal {ideal:.1f}/s "
-          f"({args.concurrency} / {args.latency} s); ratio {total / wall / ideal:.1%} (target 85%)")
-    print(f"app CPU per judgment     {cpu * 1000 / total:.1f} ms (the judging processes; target 20 ms)")
+def _report(args, processes: int, judged: int, total: int, wall: float, cpu: float) -> float:
+    ideal = processes * args.concurrency / args.latency
+    print(f"episodes judged          {judged} of {total} in {wall:.1f} s by {processes} process(es) of "
+          f"{args.concurrency} threads ({load()})")
+    print(f"  throughput             {total / wall:.1f} episodes/s; ideal {ideal:.1f}/s "
+          f"({processes} x {args.concurrency} / {args.latency} s); ratio {total / wall / ideal:.1%} (target 85%)")
+    print(f"  app CPU per judgment   {cpu * 1000 / total:.1f} ms (the judging processes; target 20 ms)")
+    return total / wall
 
 
 def main() -> None:
@@ -252,9 +254,15 @@ def main() -> None:
             profiled = judge_config_for("gemini", "bench-profile", None, args.policy)
             _profile(ids[: args.profile], profiled.pk)
             config = judge_config_for("gemini", None, None, args.policy)
-            total, wall, cpu = _judge_run(run, config, args.concurrency, args.processes)
-            judged = Judgment.objects.filter(config=config).exclude(verdict="NONE").count()
-            _report(args, judged, total, wall, cpu)
+            rates = []
+            for n, processes in enumerate(int(p) for p in args.processes.split(",")):
+                judged_by = config if n == 0 else judge_config_for("gemini", f"bench-{processes}p", None, args.policy)
+                total, wall, cpu = _judge_run(run, judged_by, args.concurrency, processes)
+                judged = Judgment.objects.filter(config=judged_by).exclude(verdict="NONE").count()
+                rates.append((processes, _report(args, processes, judged, total, wall, cpu)))
+            for processes, rate in rates[1:]:
+                print(f"{processes} processes            {rate / rates[0][1]:.2f}x the rate of {rates[0][0]} "
+                      f"(target 1.8x for 2 when one is CPU-bound)")
             sample = ids[: args.full_sample]
             full = judge_config_for("gemini", None, None, "full")
             _judge_run_sample(run, full, sample)

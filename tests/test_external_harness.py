@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.db import connection
 from django.urls import reverse
 
 from review.forms_pipeline import AttemptForm
@@ -128,7 +129,13 @@ def _gone(pid: int) -> bool:
 @pytest.mark.django_db(transaction=True)
 def test_cancel_mid_run_stops_the_harness_and_its_children(harness, tasks_file, settings):
     pipeline_run = _start(tasks_file, "ext-cancel", arm="slow")
-    worker = threading.Thread(target=lambda: work(pipeline_run_id=pipeline_run.pk, owner="test-worker"))
+    def worker_thread() -> None:
+        try:
+            work(pipeline_run_id=pipeline_run.pk, owner="test-worker")
+        finally:
+            connection.close()  # a thread's own connection: left open, it holds the test database at teardown
+
+    worker = threading.Thread(target=worker_thread)
     worker.start()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

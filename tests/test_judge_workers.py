@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -21,7 +20,9 @@ from tests.test_judge_celery import _judge, _purge_judge_queue, _stop_worker, _w
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
-DELIVERY = 0.25  # generous bound on the time from taking a rate-limit slot to the call reaching the server
+# Bound on the time from taking a rate-limit slot to the call reaching the server: generous, as a thread of a loaded
+# 2-core machine can wait hundreds of milliseconds for a core between the two.
+DELIVERY = 1.0
 
 
 @pytest.fixture
@@ -98,17 +99,17 @@ def _over_the_limit(arrivals: list[float], window: float, limit: int) -> list[in
 
 
 def test_two_judge_workers_share_the_rate_limit_and_never_go_over_it(fake, judge_workers):
-    window, per_minute, episodes = 2, 90, 12  # 3 calls a window of 2 s
+    window, per_minute, episodes = 4, 45, 12  # 3 calls a window of 4 s
     limit = per_minute * window // 60
     judge_workers(2, TASKGEN_JUDGE_CONCURRENCY="4", TASKGEN_JUDGE_RPM=str(per_minute),
                   TASKGEN_JUDGE_RATE_WINDOW=str(window))
     run = _episodes(episodes)
     config = judge_config_for("gemini", f"gemini-rpm-{uuid.uuid4().hex[:6]}")
-    started = time.time()
     pipeline_run = _judge(run, config)
     _wait_for(lambda: PipelineRun.objects.get(pk=pipeline_run.pk).is_finished, 240, "the rate-limited run")
     assert Judgment.objects.filter(config=config, verdict="SUCCESS").count() == episodes
     arrivals = [r["at"] for r in fake.requests]
     assert len(arrivals) == episodes  # a full window re-queues the episode: it is never sent and refused
-    assert _over_the_limit(arrivals, window, limit) == []
-    assert max(arrivals) - started >= (math.ceil(episodes / limit) - 1) * window - DELIVERY  # it was held back
+    assert _over_the_limit(arrivals, window, limit) == [], sorted(arrivals)
+    # Held back: the calls need ceil(12 / 3) = 4 windows, and the first may have begun a window before the first call.
+    assert max(arrivals) - min(arrivals) >= (math.ceil(episodes / limit) - 2) * window - DELIVERY

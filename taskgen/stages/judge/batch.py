@@ -16,7 +16,6 @@ from taskgen.pipeline_runs import (
     pipeline_run_step,
 )
 from taskgen.providers.base import ProviderResult
-from taskgen.providers.gemini_batch import gemini_batch_get, gemini_batch_submit
 from taskgen.stages.judge.service import (
     JudgeError,
     _cost,
@@ -67,6 +66,8 @@ def judge_batch_start(*, run: Run, config: JudgeConfig, user=None) -> PipelineRu
     if not pending:
         pipeline_run_finish(pipeline_run_id=pipeline_run.pk, result=judge_summary(run=run, config=config))
         return pipeline_run
+    from taskgen.providers.gemini_batch import gemini_batch_submit  # the SDK (40 MB) only where it is used
+
     name = gemini_batch_submit(model=config.model, display_name=f"taskgen-{run.name}-{pipeline_run.pk}",
                                requests={key: request for key, (request, _) in pending.items()})
     pipeline_run.params = {**pipeline_run.params, "batch_name": name, "keys": list(pending),
@@ -82,6 +83,8 @@ def judge_batch_poll(*, pipeline_run_id: int) -> bool:
         return True
     params = pipeline_run.params
     config = JudgeConfig.objects.get(pk=params["config_id"])
+    from taskgen.providers.gemini_batch import gemini_batch_get
+
     state = gemini_batch_get(name=params["batch_name"], keys=params["keys"])
     if state.running:
         return False

@@ -123,12 +123,13 @@ def judge_request_build(*, episode: Episode, config: JudgeConfig) -> JudgeReques
 def _call_once(config: JudgeConfig, request: ProviderRequest) -> ProviderResult:
     """One call under the rate limit, for a worker slot: a full rate window or a transient error raises RetryLater
     (the engine re-queues the episode for then) instead of sleeping."""
+    provider = provider_for(config.provider)  # first: importing an SDK takes a while, the slot is for the call
     if config.provider != "rules":
         wait = rate_limit_take(model=config.model)
         if wait > 0:
             raise RetryLater(wait, f"rate limit of {config.model}: wait {wait:.0f} s")
     try:
-        return provider_for(config.provider).complete(request)
+        return provider.complete(request)
     except ProviderError as exc:
         if not exc.transient:
             raise
