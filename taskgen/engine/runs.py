@@ -14,9 +14,9 @@ from django.utils import timezone
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.units import OPEN, Status, unit_counts
 from taskgen.models import PipelineRun, WorkUnit
+from taskgen.pipeline_runs import MAX_ERRORS_KEPT, pipeline_run_error
 
 log = logging.getLogger(__name__)
-MAX_ERRORS_KEPT = 500
 
 
 def run_refresh(*, pipeline_run_id: int) -> int:
@@ -74,9 +74,5 @@ def run_summary(*, pipeline_run: PipelineRun) -> dict:
 
 
 def run_error(*, pipeline_run_id: int, error: str) -> None:
-    """Add one line to the run's error list (the most recent MAX_ERRORS_KEPT are kept)."""
-    with transaction.atomic():
-        row = PipelineRun.objects.select_for_update().filter(pk=pipeline_run_id).first()
-        if row is not None:
-            row.errors = (list(row.errors) + [error[:2000]])[-MAX_ERRORS_KEPT:]
-            row.save(update_fields=["errors"])
+    """Add one line to the run's error list (the most recent ones are kept: taskgen/pipeline_runs.py)."""
+    pipeline_run_error(pipeline_run_id=pipeline_run_id, error=error)
