@@ -45,7 +45,7 @@ def units_lease(*, pipeline_run_id: int, owner: str, count: int, lease_seconds: 
     RETURNING over rows locked with SKIP LOCKED (workers never wait on each other); elsewhere a select and a
     conditional update in one transaction (SQLite serialises writers anyway)."""
     now = timezone.now()
-    until = now + timedelta(seconds=lease_seconds * count)
+    until = now + timedelta(seconds=lease_seconds)  # the heartbeat renews it while the batch is worked
     if connection.vendor == "postgresql":
         return _lease_postgresql(pipeline_run_id, owner[:200], count, now, until)
     with transaction.atomic():
@@ -77,7 +77,7 @@ def _lease_postgresql(pipeline_run_id: int, owner: str, count: int, now, until) 
 
 def units_extend(*, pks: list[int], owner: str, lease_seconds: int) -> None:
     """Hold the lease of units still being worked on a while longer (a heartbeat)."""
-    until = timezone.now() + timedelta(seconds=lease_seconds * max(1, len(pks)))
+    until = timezone.now() + timedelta(seconds=lease_seconds)
     WorkUnit.objects.filter(pk__in=pks, status=Status.RUNNING, lease_owner=owner[:200]).update(lease_until=until)
 
 
