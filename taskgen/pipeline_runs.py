@@ -63,14 +63,3 @@ def pipeline_run_finish(*, pipeline_run_id: int, result: dict | None = None, fai
         fields["result"] = result
     PipelineRun.objects.filter(pk=pipeline_run_id).exclude(status=PipelineRun.Status.CANCELLED).update(**fields)
     PipelineRun.objects.filter(pk=pipeline_run_id, finished_at__isnull=True).update(finished_at=timezone.now())
-
-
-def pipeline_run_finish_if_complete(*, pipeline_run_id: int | None) -> bool:
-    """Close the run when every unit is counted (the last worker to report closes it); True if it closed."""
-    if pipeline_run_id is None:
-        return False
-    row = PipelineRun.objects.filter(pk=pipeline_run_id).values("done", "failed", "total", "status").first()
-    if not row or row["status"] != PipelineRun.Status.RUNNING or row["done"] + row["failed"] < row["total"]:
-        return False
-    pipeline_run_finish(pipeline_run_id=pipeline_run_id)
-    return True

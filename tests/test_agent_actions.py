@@ -36,6 +36,19 @@ def test_the_thought_is_kept_as_the_reasoning():
     assert parse_agent_answer('{"thought": "the cart is 3", "action": {"done": {}}}')[1] == "the cart is 3"
 
 
+def test_a_think_block_is_the_reasoning_and_not_read_for_the_action():
+    text = ('<think>The list shows {"click": {"element": 9}} style numbers; the search box is [1].</think>\n'
+            '{"thought": "search first", "action": {"type": {"element": 1, "text": "mug", "submit": true}}}')
+    action, reasoning = parse_agent_answer(text)
+    assert action == {"type": {"index": 1, "text": "mug", "submit": True}}
+    assert reasoning.startswith("The list shows") and reasoning.endswith("search first")
+
+
+def test_prose_with_braces_before_the_answer_is_skipped():
+    text = 'I see a set {a, b} of links. Then: {"action": {"click": {"element": 4}}} and that is it.'
+    assert parse_agent_answer(text)[0] == {"click": {"index": 4}}
+
+
 @pytest.mark.parametrize("text,error", [
     ("I would click the cart", "not a JSON object"),
     ('{"action": {"click": {}, "done": {}}}', "exactly one key"),

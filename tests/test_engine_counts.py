@@ -1,8 +1,7 @@
-"""A worker's count refresh never writes counts older than a run's finish (seen with two worker processes: the
-finishing one wrote done=8, then the other's refresh, counted before the last unit settled, wrote done=7)."""
+"""A worker's counts never undo or add to a run's finish (seen with two worker processes: the finishing one wrote
+done=8, then the other's refresh, counted before the last unit settled, wrote done=7). A worker adds its batch to
+the run's counts only while the run is running; otherwise the units are counted again."""
 from __future__ import annotations
-
-from collections import Counter
 
 import pytest
 
@@ -13,17 +12,20 @@ from taskgen.models import PipelineRun, WorkUnit
 pytestmark = pytest.mark.django_db
 
 
-def test_a_refresh_counted_before_the_finish_does_not_undo_its_counts(monkeypatch):
+def test_a_batch_recorded_after_the_finish_does_not_change_its_counts():
     pipeline_run = PipelineRun.objects.create(stage="judge", status="done", total=2, done=2)
     WorkUnit.objects.bulk_create(WorkUnit(pipeline_run=pipeline_run, key=str(k), status=Status.DONE) for k in range(2))
-    real, calls = runs.unit_counts, []
-
-    def counted_too_early(*, pipeline_run_id: int) -> Counter:
-        calls.append(pipeline_run_id)
-        stale = Counter({Status.DONE: 1, Status.RUNNING: 1})
-        return stale if len(calls) == 1 else real(pipeline_run_id=pipeline_run_id)
-
-    monkeypatch.setattr(runs, "unit_counts", counted_too_early)
-    still_open, running = runs.run_refresh_running(pipeline_run_id=pipeline_run.pk)
+    still_open, running = runs.run_count(pipeline_run_id=pipeline_run.pk, done=1, failed=0)
     pipeline_run.refresh_from_db()
-    assert (still_open, running, pipeline_run.done, pipeline_run.failed) == (0, False, 2, 0)
+    assert (still_open, running, pipeline_run.done, pipeline_run.failed) == (False, False, 2, 0)
+
+
+def test_a_batch_recorded_while_running_adds_to_the_counts_without_counting_every_unit(django_assert_num_queries):
+    pipeline_run = PipelineRun.objects.create(stage="judge", status="running", total=3, done=1)
+    WorkUnit.objects.bulk_create([WorkUnit(pipeline_run=pipeline_run, key="a", status=Status.DONE),
+                                  WorkUnit(pipeline_run=pipeline_run, key="b", status=Status.DONE),
+                                  WorkUnit(pipeline_run=pipeline_run, key="c", status=Status.QUEUED)])
+    with django_assert_num_queries(2):  # the counts' update, and whether a unit is still open
+        still_open, running = runs.run_count(pipeline_run_id=pipeline_run.pk, done=1, failed=0)
+    pipeline_run.refresh_from_db()
+    assert (still_open, running, pipeline_run.done) == (True, True, 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from taskgen.engine.runs import run_finish_if_settled
+from taskgen.engine.runs import run_finish_if_settled, run_refresh
 from taskgen.engine.stage_table import stage_work, workers_per_run
 from taskgen.engine.tasks import dispatch_on_commit
 from taskgen.engine.units import OPEN, Status, units_create
@@ -61,6 +61,7 @@ def run_resume(*, pipeline_run: PipelineRun) -> PipelineRun:
             raise ResumeError("every unit of this run is done: there is nothing to resume")
         PipelineRun.objects.filter(pk=locked.pk).update(status=PipelineRun.Status.RUNNING, finished_at=None,
                                                         woken_at=None)
+        run_refresh(pipeline_run_id=locked.pk)  # the reopened units are no longer counted as failed
         if reopened or still_open:
             dispatch_on_commit(locked.pk, min(still_open, workers_per_run(locked.stage)))  # reopened ones included
         else:

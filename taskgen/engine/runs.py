@@ -8,14 +8,15 @@ from __future__ import annotations
 import logging
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.units import OPEN, Status, unit_counts
 from taskgen.models import PipelineRun, WorkUnit
+from taskgen.pipeline_runs import MAX_ERRORS_KEPT, pipeline_run_error
 
 log = logging.getLogger(__name__)
-MAX_ERRORS_KEPT = 500
 
 
 def run_refresh(*, pipeline_run_id: int) -> int:
@@ -25,15 +26,15 @@ def run_refresh(*, pipeline_run_id: int) -> int:
     return sum(counts[status] for status in OPEN)
 
 
-def run_refresh_running(*, pipeline_run_id: int) -> tuple[int, bool]:
-    """run_refresh for a worker between batches: (units still open, whether the run is still running), in two
-    queries while it runs."""
-    counts = unit_counts(pipeline_run_id=pipeline_run_id)
-    fields = {"done": counts[Status.DONE], "failed": counts[Status.FAILED]}
+def run_count(*, pipeline_run_id: int, done: int, failed: int) -> tuple[bool, bool]:
+    """A worker's batch added to the run's counts (no count over all its units: a batch costs the same at the
+    100,000th unit as at the first; run_refresh, at the reconciler's passes and the run's end, recounts them);
+    (whether any unit is still open, whether the run is still running)."""
+    fields = {"done": F("done") + done, "failed": F("failed") + failed}
     running = PipelineRun.objects.filter(pk=pipeline_run_id, status=PipelineRun.Status.RUNNING).update(**fields) == 1
-    if not running:  # counted again: the counts above may predate another worker's finish, which wrote the last
-        return run_refresh(pipeline_run_id=pipeline_run_id), False
-    return sum(counts[status] for status in OPEN), running
+    if not running:  # finished or cancelled meanwhile: its counts are recounted, never added to the finish's
+        return run_refresh(pipeline_run_id=pipeline_run_id) > 0, False
+    return WorkUnit.objects.filter(pipeline_run_id=pipeline_run_id, status__in=OPEN).exists(), running
 
 
 def run_finish_if_settled(*, pipeline_run_id: int) -> bool:
@@ -73,9 +74,5 @@ def run_summary(*, pipeline_run: PipelineRun) -> dict:
 
 
 def run_error(*, pipeline_run_id: int, error: str) -> None:
-    """Add one line to the run's error list (the most recent MAX_ERRORS_KEPT are kept)."""
-    with transaction.atomic():
-        row = PipelineRun.objects.select_for_update().filter(pk=pipeline_run_id).first()
-        if row is not None:
-            row.errors = (list(row.errors) + [error[:2000]])[-MAX_ERRORS_KEPT:]
-            row.save(update_fields=["errors"])
+    """Add one line to the run's error list (the most recent ones are kept: taskgen/pipeline_runs.py)."""
+    pipeline_run_error(pipeline_run_id=pipeline_run_id, error=error)

@@ -45,7 +45,7 @@ def units_lease(*, pipeline_run_id: int, owner: str, count: int, lease_seconds: 
     RETURNING over rows locked with SKIP LOCKED (workers never wait on each other); elsewhere a select and a
     conditional update in one transaction (SQLite serialises writers anyway)."""
     now = timezone.now()
-    until = now + timedelta(seconds=lease_seconds * count)
+    until = now + timedelta(seconds=lease_seconds)  # the heartbeat renews it while the batch is worked
     if connection.vendor == "postgresql":
         return _lease_postgresql(pipeline_run_id, owner[:200], count, now, until)
     with transaction.atomic():
@@ -77,22 +77,22 @@ def _lease_postgresql(pipeline_run_id: int, owner: str, count: int, now, until) 
 
 def units_extend(*, pks: list[int], owner: str, lease_seconds: int) -> None:
     """Hold the lease of units still being worked on a while longer (a heartbeat)."""
-    until = timezone.now() + timedelta(seconds=lease_seconds * max(1, len(pks)))
+    until = timezone.now() + timedelta(seconds=lease_seconds)
     WorkUnit.objects.filter(pk__in=pks, status=Status.RUNNING, lease_owner=owner[:200]).update(lease_until=until)
 
 
-def units_done(*, results: dict[int, object]) -> None:
-    """Record units as done with their results: one statement for those without a result, one for the rest."""
+def units_done(*, results: dict[int, object]) -> int:
+    """Record units as done with their results (one statement, and one more for the results); how many were not
+    done before (a unit finished twice, after its lease ran out under a slow worker, is counted once)."""
     if not results:
-        return
-    now = timezone.now()
-    done = {"status": Status.DONE, "finished_at": now, "lease_owner": "", "lease_until": None, "last_error": ""}
-    plain = [pk for pk, result in results.items() if result is None]
-    if plain:
-        WorkUnit.objects.filter(pk__in=plain).exclude(status=Status.DONE).update(**done)
-    rich = [WorkUnit(pk=pk, result=result, **done) for pk, result in results.items() if result is not None]
+        return 0
+    done = {"status": Status.DONE, "finished_at": timezone.now(), "lease_owner": "", "lease_until": None,
+            "last_error": ""}
+    newly = WorkUnit.objects.filter(pk__in=list(results)).exclude(status=Status.DONE).update(**done)
+    rich = [WorkUnit(pk=pk, result=result) for pk, result in results.items() if result is not None]
     if rich:
-        WorkUnit.objects.bulk_update(rich, ["result", *done], batch_size=BULK)
+        WorkUnit.objects.bulk_update(rich, ["result"], batch_size=BULK)
+    return newly
 
 
 def unit_again(*, pk: int, error: str, seconds: float, attempts_back: int = 0) -> None:
@@ -102,9 +102,9 @@ def unit_again(*, pk: int, error: str, seconds: float, attempts_back: int = 0) -
         not_before=timezone.now() + timedelta(seconds=seconds), attempts=F("attempts") - attempts_back)
 
 
-def unit_failed(*, pk: int, error: str) -> None:
-    """A unit that will not be tried again, with its reason."""
-    WorkUnit.objects.filter(pk=pk).exclude(status=Status.DONE).update(
+def unit_failed(*, pk: int, error: str) -> int:
+    """A unit that will not be tried again, with its reason; 1 if it was not done or failed already."""
+    return WorkUnit.objects.filter(pk=pk).exclude(status__in=[Status.DONE, Status.FAILED]).update(
         status=Status.FAILED, last_error=error[:4000], lease_owner="", lease_until=None, finished_at=timezone.now())
 
 

@@ -13,7 +13,7 @@ import time
 from django.conf import settings
 from django.db import connection
 
-from taskgen.engine.runs import run_error, run_finish_if_settled, run_refresh_running
+from taskgen.engine.runs import run_count, run_error, run_finish_if_settled
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.units import Leased, next_due_in, unit_again, unit_failed, units_done, units_extend, units_lease
 from taskgen.models import PipelineRun
@@ -43,9 +43,9 @@ def work(*, pipeline_run_id: int, owner: str, slice_seconds: float | None = None
             batch = units_lease(pipeline_run_id=pipeline_run_id, owner=owner, count=stage.batch, lease_seconds=lease)
             if not batch:
                 break
-            _work_batch(stage, pipeline_run, params, batch, heart=heart)
-            still_open, running = run_refresh_running(pipeline_run_id=pipeline_run_id)
-            if still_open == 0:
+            done, failed = _work_batch(stage, pipeline_run, params, batch, heart=heart)
+            still_open, running = run_count(pipeline_run_id=pipeline_run_id, done=done, failed=failed)
+            if not still_open:
                 run_finish_if_settled(pipeline_run_id=pipeline_run_id)
                 return None
             if not running:
@@ -83,33 +83,37 @@ class Heartbeat:
 
 
 def _work_batch(stage: StageWork, pipeline_run: PipelineRun, params: StageParams, batch: list[Leased], *,
-                heart: Heartbeat) -> None:
-    """Do each unit of the batch (the heartbeat holds the leases of those not done yet), then record the batch."""
+                heart: Heartbeat) -> tuple[int, int]:
+    """Do each unit of the batch (the heartbeat holds the leases of those not done yet), then record the batch;
+    how many units it settled as done and as failed."""
     results: dict[int, object] = {}
+    failed = 0
     for position, unit in enumerate(batch):
         heart.pks = [u.pk for u in batch[position:]]
         try:
             results[unit.pk] = stage.do(pipeline_run, params, unit.key)
         except RetryLater as later:
-            _again(stage, pipeline_run, unit, later)
+            failed += _again(stage, pipeline_run, unit, later)
         except Exception as exc:  # one unit's failure is recorded on it; the batch goes on
             log.warning("%s unit %s failed: %s", pipeline_run, unit.key, exc, exc_info=True)
-            _failed_try(stage, pipeline_run, unit, f"{type(exc).__name__}: {exc}")
+            failed += _failed_try(stage, pipeline_run, unit, f"{type(exc).__name__}: {exc}")
     heart.pks = []
-    units_done(results=results)
+    return units_done(results=results), failed
 
 
-def _again(stage: StageWork, pipeline_run: PipelineRun, unit: Leased, later: RetryLater) -> None:
+def _again(stage: StageWork, pipeline_run: PipelineRun, unit: Leased, later: RetryLater) -> int:
     if later.counts and unit.attempts >= stage.max_attempts:
-        _failed_try(stage, pipeline_run, unit, later.reason)
-        return
+        return _failed_try(stage, pipeline_run, unit, later.reason)
     seconds = later.seconds or backoff_seconds(unit.attempts)
     unit_again(pk=unit.pk, error=later.reason, seconds=seconds, attempts_back=0 if later.counts else 1)
+    return 0
 
 
-def _failed_try(stage: StageWork, pipeline_run: PipelineRun, unit: Leased, error: str) -> None:
+def _failed_try(stage: StageWork, pipeline_run: PipelineRun, unit: Leased, error: str) -> int:
+    """Try the unit again later, or fail it for good after its attempts; 1 when it failed for good."""
     if unit.attempts < stage.max_attempts:
         unit_again(pk=unit.pk, error=error, seconds=backoff_seconds(unit.attempts))
-        return
-    unit_failed(pk=unit.pk, error=f"{error} (after {unit.attempts} tries)")
+        return 0
+    failed = unit_failed(pk=unit.pk, error=f"{error} (after {unit.attempts} tries)")
     run_error(pipeline_run_id=pipeline_run.pk, error=f"{unit.key}: {error}")
+    return failed

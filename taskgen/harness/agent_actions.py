@@ -17,20 +17,23 @@ from taskgen.harness.observe import Observation
 ACTIONS = ("click", "type", "select", "scroll", "goto", "back", "answer", "done")
 BY_ELEMENT = ("click", "type", "select")
 SCROLL_PIXELS = 600
-_FENCE = re.compile(r"```(?:json)?\s*(\{.*\})\s*```", re.DOTALL)
+_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
+_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)  # a reasoning model's thinking, written inline
+MAX_OBJECT_STARTS = 200
 
 
 class AnswerUnreadable(ValueError):
     """The model's answer is not one action the harness can take; the message says what is wrong, for the model."""
 
 
+def _is_answer(value) -> bool:
+    return isinstance(value, dict) and ("action" in value or any(name in value for name in ACTIONS))
+
+
 def _json_object(text: str) -> dict:
-    """The JSON object in an answer: the whole text, a ```json fence, or the outermost {...}."""
-    candidates = [text.strip()]
-    if fenced := _FENCE.search(text):
-        candidates.append(fenced.group(1))
-    if "{" in text and "}" in text:
-        candidates.append(text[text.index("{"):text.rindex("}") + 1])
+    """The answer's JSON object: the whole text, a ```json fence, or the first object in the text that holds an
+    action (a model may write prose, or braces, before it)."""
+    candidates = [text.strip()] + [m.group(1) for m in _FENCE.finditer(text)]
     for candidate in candidates:
         try:
             value = json.loads(candidate)
@@ -38,6 +41,19 @@ def _json_object(text: str) -> dict:
             continue
         if isinstance(value, dict):
             return value
+    decoder = json.JSONDecoder()
+    found = None
+    for start in [i for i, c in enumerate(text) if c == "{"][:MAX_OBJECT_STARTS]:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            continue
+        if _is_answer(value):
+            return value
+        if found is None and isinstance(value, dict):
+            found = value
+    if found is not None:
+        return found
     raise AnswerUnreadable("it is not a JSON object")
 
 
@@ -73,8 +89,10 @@ def _params(name: str, params: dict) -> dict:
 
 
 def parse_agent_answer(text: str) -> tuple[dict, str]:
-    """(the action to record, the model's thought) from its answer; AnswerUnreadable says what is wrong."""
-    answer = _json_object(text)
+    """(the action to record, the model's reasoning: its <think> block and its "thought") from its answer;
+    AnswerUnreadable says what is wrong."""
+    thinking = " ".join(m.group(1).strip() for m in _THINK.finditer(text))
+    answer = _json_object(_THINK.sub("", text))
     action = answer.get("action", answer)  # a bare {"click": {...}} is read too
     if not isinstance(action, dict) or len(action) != 1:
         raise AnswerUnreadable("\"action\" must be an object with exactly one key, the action's name")
@@ -85,8 +103,8 @@ def parse_agent_answer(text: str) -> tuple[dict, str]:
         params = {}
     if not isinstance(params, dict):
         raise AnswerUnreadable(f"the parameters of {name} must be an object")
-    thought = answer.get("thought") or answer.get("reasoning") or ""
-    return {name: _params(name, params)}, str(thought)
+    thought = str(answer.get("thought") or answer.get("reasoning") or "")
+    return {name: _params(name, params)}, "\n\n".join(part for part in (thinking, thought) if part)
 
 
 def _site_prefix(task: dict) -> str:

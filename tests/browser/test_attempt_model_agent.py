@@ -16,6 +16,8 @@ from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait
 from taskgen.harness.browser import browser_close, in_browser_thread
 from taskgen.models import Episode, Judgment, PipelineRun, Run, Task
+from taskgen.stages.export.output import export_write_dir
+from taskgen.stages.export.select import export_manifest, export_select
 from taskgen.stages.judge.service import judge_config_for, judge_episode
 from tests import propose_helpers
 from tests.agent_policy import PerTask, prompt_of
@@ -78,8 +80,16 @@ def test_a_model_attempt_is_recorded_shown_with_its_reasoning_and_judged(live_se
 
     fake_openai.answer = lambda body: {"parts": [{"part": "reply sent", "done": True, "evidence": "POST"}],
                                        "verdict": "SUCCESS"}
-    judgment = judge_episode(episode_id=episode.pk, config_id=judge_config_for("openai-compatible").pk)
+    config = judge_config_for("openai-compatible")
+    judgment = judge_episode(episode_id=episode.pk, config_id=config.pk)
     assert judgment.verdict == Judgment.Verdict.SUCCESS
+
+    selection = export_select(run=run, source="judge", judge_config=config)  # on to the rows export
+    out = settings.DATA_ROOT / "exports" / "qwen-rows"
+    export_write_dir(manifest=export_manifest(selection=selection), out=out)
+    rows = [json.loads(line) for line in (out / "sb-mail-015" / "rows.jsonl").read_text().splitlines()]
+    assert [r["action"] for r in rows] == episode.actions and (out / "sb-mail-015" / "step_1.png").exists()
+    assert not (out / "sb-shop-001").exists()  # not judged: not exported
 
 
 def test_a_model_server_failing_one_episode_fails_only_its_unit(live_server, settings, fake_openai):
