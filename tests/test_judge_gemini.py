@@ -5,6 +5,7 @@ import io
 import json
 
 import pytest
+from django.core.management import call_command
 from PIL import Image
 
 from taskgen.models import Episode, Judgment
@@ -13,6 +14,7 @@ from taskgen.stages.judge import images as judge_images
 from taskgen.stages.judge.images import image_copy_path, image_policy
 from taskgen.stages.judge.prompt import judge_prompt
 from taskgen.stages.judge.service import JudgeError, episodes_to_judge, judge_config_for, judge_episode
+from tests.factories import RunFactory
 from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini, inline_bytes, prompt_tokens
 from tests.judge_helpers import (
     DATA_CHANGES,
@@ -234,3 +236,17 @@ def test_a_provider_without_media_resolution_gets_the_downscaled_copy_by_default
     assert judge_config_for("openai-compatible").image_policy == "small"
     with pytest.raises(JudgeError, match="media_resolution"):
         judge_config_for("openai-compatible", None, None, "medium")
+
+
+def test_the_cli_keeps_its_workers_calls_in_flight(transactional_db, fake_gemini, settings):
+    fake_gemini.latency, settings.JUDGE_TIMEOUT_SECONDS = 1.0, 20
+    run = RunFactory(name="sandbox-threads")
+    for i in range(8):
+        shop_episode(run=run, instruction=f"Search for the red mug number {i} and add it to the cart")
+    out, err = io.StringIO(), io.StringIO()
+    call_command("taskgen", "judge", "sandbox-threads", "--provider", "gemini", "--workers", "8", stdout=out,
+                 stderr=err)
+    assert json.loads(out.getvalue().strip().splitlines()[-1])["success"] == 8, err.getvalue()
+    arrivals = [r["at"] for r in fake_gemini.requests]
+    in_flight = max(sum(1 for other in arrivals if other <= at < other + 1.0) for at in arrivals)
+    assert in_flight >= 5  # of 8 threads, on a busy machine
