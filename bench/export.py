@@ -91,7 +91,9 @@ def _app_env(workers: int | None = None) -> dict:
 def app_import(run_dir: Path) -> None:
     """The corpus in the app's own embedded database (once per corpus)."""
     done = WORK / "app" / f"imported-{run_dir.name}"
-    if done.exists():
+    if done.exists():  # the app's schema may have moved on since the import: bring the database along
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=_app_env(), check=True,
+                       stdout=subprocess.DEVNULL)
         return
     shutil.rmtree(WORK / "app", ignore_errors=True)
     (WORK / "app").mkdir(parents=True)

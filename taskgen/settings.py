@@ -122,7 +122,9 @@ def _database() -> dict:
 # (then DATABASE_CONN_MAX_AGE applies), e.g. behind PgBouncer.
 def _postgres_pool() -> dict:
     low = env_int("DATABASE_POOL_MIN_SIZE", 1, minimum=0)
-    high = env_int("DATABASE_POOL_MAX_SIZE", 20, minimum=max(1, low))
+    # A judge worker's threads each hold a connection while their model call is in flight: room for all of them.
+    judge_threads = env_int("TASKGEN_JUDGE_CONCURRENCY", 16, minimum=1)
+    high = env_int("DATABASE_POOL_MAX_SIZE", max(20, judge_threads + 4), minimum=max(1, low))
     pool = {"min_size": low, "max_size": high, "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0)}
     return {"CONN_MAX_AGE": 0, "OPTIONS": {"pool": pool}}
 # ---- end of Production (pool) ----

@@ -130,6 +130,7 @@ class FakeGemini:
             return self._faults.popleft() if self._faults else "ok"
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        arrived = time.monotonic()  # the latency counts from here: this server's own work is inside it, as Gemini's
         raw = handler.rfile.read(int(handler.headers.get("content-length") or 0))
         body = json.loads(raw or b"{}")
         match = _PATH.match(handler.path.split("?")[0])
@@ -144,15 +145,18 @@ class FakeGemini:
         if not match:
             missing = {"error": {"code": 404, "message": "no such method", "status": "NOT_FOUND"}}
             return self._send(handler, 404, missing)
-        time.sleep(self.stall if fault == "timeout" else self.latency)
-        if fault in ("429", "503"):
-            return self._send(handler, int(fault), self._error(int(fault)))
+        if fault in ("429", "503", "timeout"):
+            time.sleep(self.stall if fault == "timeout" else self.latency)
+            if fault != "timeout":
+                return self._send(handler, int(fault), self._error(int(fault)))
         try:
-            payload = self._response(body, fault)
+            status, payload = 200, self._response(body, fault)
         except (ValueError, KeyError, OSError) as exc:  # an unreadable image, as Gemini would refuse it
-            bad = {"error": {"code": 400, "message": f"bad request: {exc}", "status": "INVALID_ARGUMENT"}}
-            return self._send(handler, 400, bad)
-        return self._send(handler, 200, payload)
+            status = 400
+            payload = {"error": {"code": 400, "message": f"bad request: {exc}", "status": "INVALID_ARGUMENT"}}
+        if fault != "timeout":
+            time.sleep(max(0.0, self.latency - (time.monotonic() - arrived)))
+        return self._send(handler, status, payload)
 
     def _batch_create(self, model: str, body: dict) -> dict:
         """Store the inlined requests; answered (with the scripted faults) when the batch is read as done."""

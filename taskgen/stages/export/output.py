@@ -20,7 +20,7 @@ from django.conf import settings
 from taskgen.blobs import blob_path, blob_path_of
 from taskgen.models import Blob, Episode, Export
 from taskgen.names import is_plain_name
-from taskgen.stages.export.select import ExportError, manifest_bytes, report_bytes
+from taskgen.stages.export.select import ExportError, manifest_bytes, manifest_write, report_bytes
 
 BATCH = 100  # episodes loaded at a time: their rows text is the big part
 COPY_BUFFER = 1 << 20
@@ -100,6 +100,7 @@ class WriteOutcome:
     skipped: int = 0
     errors: list[str] = field(default_factory=list)
     stopped: bool = False
+    manifest_sha256: str = ""  # of the _manifest.json written, once the folder is complete
 
     @property
     def complete(self) -> bool:
@@ -131,7 +132,7 @@ def export_write_dir(*, manifest: dict, out: Path, on_episode: Callable[[bool, s
         _collect(list(pending), pending, outcome, on_episode)
     if outcome.complete:
         (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
-        (out / "_manifest.json").write_bytes(manifest_bytes(manifest))
+        outcome.manifest_sha256 = manifest_write(manifest, out / "_manifest.json")
     return outcome
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,13 +193,38 @@ def export_manifest(*, selection: Selection) -> dict:
             "episodes": episodes}
 
 
+def manifest_chunks(manifest: dict) -> Iterator[bytes]:
+    """The manifest as written to _manifest.json and hashed (sorted keys, so equal manifests hash equal), a piece at a
+    time: the encoder's half a million small strings for a full-size export never sit in memory together."""
+    encoder = json.JSONEncoder(indent=1, sort_keys=True, ensure_ascii=False)  # the bytes json.dumps gives
+    pending: list[str] = []
+    for piece in encoder.iterencode(manifest):
+        pending.append(piece)
+        if len(pending) >= 8192:
+            yield "".join(pending).encode("utf-8")
+            pending.clear()
+    yield "".join(pending).encode("utf-8")
+
+
 def manifest_bytes(manifest: dict) -> bytes:
-    """The manifest as written to _manifest.json and hashed: sorted keys, so equal manifests hash equal."""
-    return json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return b"".join(manifest_chunks(manifest))
 
 
 def manifest_sha256(manifest: dict) -> str:
-    return hashlib.sha256(manifest_bytes(manifest)).hexdigest()
+    digest = hashlib.sha256()
+    for chunk in manifest_chunks(manifest):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def manifest_write(manifest: dict, path: Path) -> str:
+    """Write _manifest.json piece by piece; its sha256."""
+    digest = hashlib.sha256()
+    with path.open("wb") as handle:
+        for chunk in manifest_chunks(manifest):
+            digest.update(chunk)
+            handle.write(chunk)
+    return digest.hexdigest()
 
 
 REPORT_KEYS = ("run", "candidates", "selected_trajectories", "selected_rows", "budget", "short_by", "sites")

@@ -25,13 +25,13 @@ def export_out_dir_check(*, out_dir: str | Path, base: Path | None = None) -> Pa
 
 
 def export_row_create(*, run: Run, manifest: dict, judge_config: JudgeConfig | None, out_dir: str, user,
-                      extra: dict | None = None) -> Export:
+                      extra: dict | None = None, sha256: str | None = None) -> Export:
     """The Export row of a finished export: what chose it is the manifest's; params adds only the folder (and the
-    pipeline run that wrote it)."""
+    pipeline run that wrote it). `sha256`: the manifest's, when the caller has hashed it already."""
     export = Export.objects.create(
         selection=manifest["params"]["source"], judge_config=judge_config,
         params={"out_dir": out_dir, **(extra or {})}, manifest=manifest,
-        manifest_sha256=manifest_sha256(manifest), out_dir=out_dir, created_by=user,
+        manifest_sha256=sha256 or manifest_sha256(manifest), out_dir=out_dir, created_by=user,
     )
     export.runs.add(run)
     return export
@@ -44,9 +44,12 @@ def export_create(*, run: Run, source: str, judge_config: JudgeConfig | None = N
     out = export_out_dir_check(out_dir=out_dir, base=base) if out_dir else None
     selection = export_select(run=run, source=source, judge_config=judge_config, budget=budget)
     manifest = export_manifest(selection=selection)
+    sha256 = None
     if out is not None:
         outcome = export_write_dir(manifest=manifest, out=out)
         if not outcome.complete:
             failed = "; ".join(outcome.errors[:5])
             raise ExportError(f"{len(outcome.errors)} episode(s) could not be written: {failed}")
-    return export_row_create(run=run, manifest=manifest, judge_config=judge_config, out_dir=str(out or ""), user=user)
+        sha256 = outcome.manifest_sha256  # hashed as written: the manifest is encoded once (seconds at full size)
+    return export_row_create(run=run, manifest=manifest, judge_config=judge_config, out_dir=str(out or ""), user=user,
+                             sha256=sha256)

@@ -8,6 +8,8 @@ exactly the episodes that were selected.
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -21,8 +23,8 @@ from taskgen.stages.export.select import (
     ExportError,
     export_manifest,
     export_select,
-    manifest_bytes,
     manifest_sha256,
+    manifest_write,
     report_bytes,
 )
 from taskgen.stages.export.service import export_out_dir_check, export_row_create
@@ -58,9 +60,10 @@ def export_params_check(raw: dict) -> ExportParams:
     except ExportError as exc:
         raise StageParamsError(str(exc)) from exc
     manifest = export_manifest(selection=selection)
-    sha = manifest_sha256(manifest)
     _manifests().mkdir(parents=True, exist_ok=True)
-    (_manifests() / f"{sha}.json").write_bytes(manifest_bytes(manifest))
+    written = _manifests() / f".new-{uuid.uuid4().hex}.json"
+    sha = manifest_write(manifest, written)  # encoded once, piece by piece; named by its hash once written
+    os.replace(written, _manifests() / f"{sha}.json")
     return ExportParams(run=run.pk, out_dir=str(out), manifest_sha256=sha, source=selection.source,
                         judge_config=config.pk if config else None)
 
@@ -100,11 +103,11 @@ def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dic
                           "ones are kept)")
     out = Path(params.out_dir)
     (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
-    (out / "_manifest.json").write_bytes(manifest_bytes(manifest))
+    sha = manifest_write(manifest, out / "_manifest.json")
     export = Export.objects.filter(params__pipeline_run=pipeline_run.pk).first() or export_row_create(
         run=Run.objects.get(pk=params.run), manifest=manifest, out_dir=str(out), user=pipeline_run.started_by,
         judge_config=JudgeConfig.objects.filter(pk=params.judge_config).first() if params.judge_config else None,
-        extra={"pipeline_run": pipeline_run.pk})
+        extra={"pipeline_run": pipeline_run.pk}, sha256=sha)
     report = manifest["report"]
     return {"export_id": export.pk, "manifest_sha256": params.manifest_sha256,
             "selected_trajectories": report["selected_trajectories"], "selected_rows": report["selected_rows"]}
