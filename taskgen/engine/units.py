@@ -108,6 +108,11 @@ def unit_failed(*, pk: int, error: str) -> int:
         status=Status.FAILED, last_error=error[:4000], lease_owner="", lease_until=None, finished_at=timezone.now())
 
 
+def units_open(*, pipeline_run_id: int) -> bool:
+    """Whether any unit of the run is still queued or running (one indexed lookup)."""
+    return WorkUnit.objects.filter(pipeline_run_id=pipeline_run_id, status__in=OPEN).exists()
+
+
 def unit_counts(*, pipeline_run_id: int) -> Counter:
     """How many units of the run are in each status (one query)."""
     rows = WorkUnit.objects.filter(pipeline_run_id=pipeline_run_id).values_list("status").annotate(n=Count("pk"))

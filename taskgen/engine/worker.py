@@ -15,7 +15,16 @@ from django.db import connection
 
 from taskgen.engine.runs import run_count, run_error, run_finish_if_settled
 from taskgen.engine.stage_table import stage_work
-from taskgen.engine.units import Leased, next_due_in, unit_again, unit_failed, units_done, units_extend, units_lease
+from taskgen.engine.units import (
+    Leased,
+    next_due_in,
+    unit_again,
+    unit_failed,
+    units_done,
+    units_extend,
+    units_lease,
+    units_open,
+)
 from taskgen.models import PipelineRun
 from taskgen.stages.contract import RetryLater, StageParams, StageWork
 
@@ -44,12 +53,11 @@ def work(*, pipeline_run_id: int, owner: str, slice_seconds: float | None = None
             if not batch:
                 break
             done, failed = _work_batch(stage, pipeline_run, params, batch, heart=heart)
-            still_open, running = run_count(pipeline_run_id=pipeline_run_id, done=done, failed=failed)
-            if not still_open:
-                run_finish_if_settled(pipeline_run_id=pipeline_run_id)
-                return None
-            if not running:
-                return None  # cancelled: the units in hand were finished and recorded
+            if not run_count(pipeline_run_id=pipeline_run_id, done=done, failed=failed):
+                return None  # finished or cancelled meanwhile: the units in hand were recorded
+    if not units_open(pipeline_run_id=pipeline_run_id):
+        run_finish_if_settled(pipeline_run_id=pipeline_run_id)
+        return None
     return next_due_in(pipeline_run_id=pipeline_run_id)
 
 
