@@ -3,6 +3,8 @@ proposer, keep what the rules allow (taskgen/stages/propose/keep.py) as Task row
 batch. No Celery here: the engine calls `propose_batch` once per unit (taskgen/stages/propose/work.py)."""
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import threading
 from dataclasses import dataclass
@@ -65,15 +67,18 @@ def kept_in_run(*, pipeline_run_id: int, site: Site) -> int:
 
 # ── the site's context, built once per run and process (a site's pages are read once, not once per batch) ───────
 
-_contexts: dict[tuple[int, str], SiteContext] = {}
-_building: dict[tuple[int, str], threading.Lock] = {}
+_contexts: dict[tuple, SiteContext] = {}
+_building: dict[tuple, threading.Lock] = {}
 _contexts_lock = threading.Lock()
 
 
 def context_for_run(*, pipeline_run_id: int, site: Site) -> SiteContext:
     """The site's context for this run, built by the first batch that needs it (one lock per site: other sites'
     batches do not wait for it)."""
-    key = (pipeline_run_id, site.slug)
+    # the site's own content is in the key: a run id alone can come back (SQLite reuses the last rowid after a
+    # rollback or delete), and a context kept for another run's site must never be served
+    key = (pipeline_run_id, site.pk, site.slug, site.base_url,
+           hashlib.sha256(json.dumps(site.sitemap, sort_keys=True, default=str).encode()).hexdigest())
     with _contexts_lock:
         if len(_contexts) > 64:
             _contexts.clear()
