@@ -4,7 +4,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-from taskgen.harness.agents import AgentError, agent_choices, agent_options_check, external_harness_name
+from taskgen.harness.agents import AgentError, agent_choices, agent_options_check, agent_options_from
 from taskgen.models import Export, JudgeConfig, Run, Site
 from taskgen.providers import provider_choices
 from taskgen.stages.judge.images import POLICIES
@@ -98,15 +98,7 @@ class AttemptForm(StageForm):
 
     def agent_options(self) -> dict:
         """A model agent's options from the form's fields (none for the scripted agent)."""
-        data = self.cleaned_data
-        if data.get("agent") == "scripted":
-            return {}
-        if external_harness_name(data.get("agent") or ""):
-            return {"arm": data.get("arm") or "base"}
-        options = {"model": data.get("model") or "", "base_url": data.get("base_url") or ""}
-        if data.get("images"):
-            options["images"] = data["images"] == "yes"
-        return {key: value for key, value in options.items() if value != ""}
+        return agent_options_from(self.cleaned_data)
 
     def params(self) -> dict:
         values = {k: v for k, v in super().params().items() if k not in ("model", "base_url", "images", "arm")}

@@ -153,6 +153,20 @@ def _external_options_check(options: dict) -> dict:
     return {"arm": arm}
 
 
+def agent_options_from(values: dict) -> dict:
+    """A model agent's options from a form's or the command line's raw values (none for the scripted agent; an
+    external harness takes only its arm): one rule for both ways of starting an attempt."""
+    agent = values.get("agent") or "scripted"
+    if agent == "scripted":
+        return {}
+    if external_harness_name(agent):
+        return {"arm": values.get("arm") or "base"}
+    chosen = {"model": values.get("model") or "", "base_url": values.get("base_url") or ""}
+    if values.get("images"):
+        chosen["images"] = values["images"] == "yes"
+    return {key: value for key, value in chosen.items() if value != ""}
+
+
 def agent_options_check(*, name: str, options: dict) -> dict:
     """A model agent's options (model, base_url, images), checked: AgentError says what is wrong. The scripted
     agent takes none of them (its mistake rate and seed are the attempt's own)."""

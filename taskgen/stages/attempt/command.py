@@ -19,7 +19,7 @@ from django.conf import settings
 
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
-from taskgen.harness.agents import agent_names, external_harness_name
+from taskgen.harness.agents import agent_names, agent_options_from
 from taskgen.models import PipelineRun
 from taskgen.stages.contract import StageParamsError
 
@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(options: dict, stdout, stderr) -> int:
     params = {key: options.get(key) for key in ("agent", "name", "mistakes", "seed", "limit")}
-    params["agent_options"] = _agent_options(options)
+    params["agent_options"] = agent_options_from(options)
     try:
         pipeline_run = run_start(stage=PipelineRun.Stage.ATTEMPT,
                                  params={**params, "tasks_file": str(options["tasks"])})
@@ -70,18 +70,6 @@ def run(options: dict, stdout, stderr) -> int:
         _stop_worker(worker)
     code = wait_report(waited=waited, stream=stderr)
     return _report(waited.pipeline_run, stdout, stderr) or code
-
-
-def _agent_options(options: dict) -> dict:
-    """A model agent's options from the command line (none for the scripted agent)."""
-    if options.get("agent", "scripted") == "scripted":
-        return {}
-    if external_harness_name(options.get("agent") or ""):
-        return {"arm": options.get("arm") or "base"}
-    chosen = {"model": options.get("model") or "", "base_url": options.get("base_url") or ""}
-    if options.get("images"):
-        chosen["images"] = options["images"] == "yes"
-    return {key: value for key, value in chosen.items() if value != ""}
 
 
 def _start_worker(processes: int, pipeline_run_id: int) -> subprocess.Popen:
