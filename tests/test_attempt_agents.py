@@ -10,7 +10,14 @@ from django.urls import reverse
 
 from review.forms_pipeline import AttemptForm
 from sandbox.catalog import sandbox_tasks
-from taskgen.harness.agents import AgentError, agent_create, agent_label, agent_names, agent_options_check
+from taskgen.harness.agents import (
+    AgentError,
+    agent_create,
+    agent_label,
+    agent_names,
+    agent_options_check,
+    agent_options_from,
+)
 from taskgen.harness.model_agent import ModelAgent
 from taskgen.models import PipelineRun
 from taskgen.providers import provider_names
@@ -72,12 +79,12 @@ def test_a_reviewer_cannot_start_an_attempt(reviewer_client, tasks_file):
     assert PipelineRun.objects.count() == 0
 
 
-def test_the_cli_hands_the_model_options_to_the_params(settings, tasks_file):
+def test_the_form_and_the_cli_read_model_options_by_one_rule(settings, tasks_file):
     options = {"agent": "openai-compatible", "model": "qwen-test", "base_url": "http://127.0.0.1:9/v1",
                "images": "yes"}
-    assert attempt_command._agent_options(options) == {"model": "qwen-test", "base_url": "http://127.0.0.1:9/v1",
+    assert agent_options_from(options) == {"model": "qwen-test", "base_url": "http://127.0.0.1:9/v1",
                                                        "images": True}
-    assert attempt_command._agent_options({"agent": "scripted", "model": "x"}) == {}
+    assert agent_options_from({"agent": "scripted", "model": "x"}) == {}
 
 
 @pytest.mark.parametrize("options,error", [
