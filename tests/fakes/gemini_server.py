@@ -24,13 +24,13 @@ import io
 import json
 import math
 import re
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from PIL import Image
+
+from tests.fakes.model_server import FakeModelServer
 
 DEFAULT_ANSWER = {"parts": [{"part": "the whole task", "done": True, "evidence": "fake server: all done"}],
                   "verdict": "SUCCESS"}
@@ -76,58 +76,20 @@ def prompt_tokens(body: dict) -> tuple[int, int]:
     return math.ceil(sum(len(t) for t in texts) / 4), images
 
 
-class FakeGemini:
+class FakeGemini(FakeModelServer):
     def __init__(self, *, latency: float = 0.0, retry_hint: float = 0.2, stall: float = 5.0,
                  answer: Callable[[dict], dict] | None = None, count_images: bool = True) -> None:
-        self.latency, self.retry_hint, self.stall = latency, retry_hint, stall
+        super().__init__(latency=latency, retry_hint=retry_hint, stall=stall)
         self.answer = answer or self.default_answer
         self._proposed = 0
         self.count_images = count_images
-        self.requests: list[dict] = []
-        self._faults: deque[str] = deque()
-        self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
         self.batches: dict[str, dict] = {}  # name -> {"model", "requests", "polls_left", "state"}
         self.batch_polls = 1  # GETs that still say "running" before a batch succeeds
         self.batch_final_state = "BATCH_STATE_SUCCEEDED"
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def script(self, faults: list[str]) -> FakeGemini:
-        with self._lock:
-            self._faults.extend(faults)
-        return self
-
-    def start(self) -> FakeGemini:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive, as Google's front end does: no new connection per call
-
-            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
-                fake._handle(self)
-
-            def do_GET(self) -> None:  # noqa: N802
-                fake._handle_batch_get(self)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server:
-            self._server.shutdown()
-            self._server.server_close()
-
-    def _next_fault(self) -> str:
-        with self._lock:
-            return self._faults.popleft() if self._faults else "ok"
+        return f"http://127.0.0.1:{self.port}"
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         arrived = time.monotonic()  # the latency counts from here: this server's own work is inside it, as Gemini's
@@ -176,7 +138,7 @@ class FakeGemini:
             metadata["output"] = output
         return {"name": name, "metadata": metadata, "done": output is not None}
 
-    def _handle_batch_get(self, handler: BaseHTTPRequestHandler) -> None:
+    def _handle_get(self, handler: BaseHTTPRequestHandler) -> None:
         match = _BATCH_GET.match(handler.path.split("?")[0])
         if not match or match.group("name") not in self.batches:
             return self._send(handler, 404, {"error": {"code": 404, "message": "no such batch", "status": "NOT_FOUND"}})
@@ -233,18 +195,6 @@ class FakeGemini:
                 "usageMetadata": {"promptTokenCount": text_tokens + image_tokens_, "candidatesTokenCount": out,
                                   "totalTokenCount": text_tokens + image_tokens_ + out},
                 "modelVersion": "fake"}
-
-    @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        try:
-            handler.send_response(status)
-            handler.send_header("Content-Type", "application/json")
-            handler.send_header("Content-Length", str(len(data)))
-            handler.end_headers()
-            handler.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (a timeout test): nothing to answer
 
 
 def _fake_task(number: int, page: str) -> dict:

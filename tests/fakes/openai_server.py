@@ -18,11 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.fakes.model_server import FakeModelServer
 
 IMAGE_TOKENS = 500
 
@@ -49,51 +49,16 @@ def request_images(body: dict) -> list[str]:
     return urls
 
 
-class FakeOpenAI:
+class FakeOpenAI(FakeModelServer):
     def __init__(self, *, latency: float = 0.0, retry_hint: float = 0.2, stall: float = 5.0,
                  answer: Callable[[dict], dict | str | tuple[str, str]] | None = None) -> None:
-        self.latency, self.retry_hint, self.stall = latency, retry_hint, stall
+        super().__init__(latency=latency, retry_hint=retry_hint, stall=stall)
         self.answer = answer or (lambda body: {"verdict": "SUCCESS", "parts": []})
         self.fault_when: Callable[[dict], str | None] = lambda body: None  # a fault chosen by the request itself
-        self.requests: list[dict] = []
-        self._faults: deque[str] = deque()
-        self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def script(self, faults: list[str]) -> FakeOpenAI:
-        with self._lock:
-            self._faults.extend(faults)
-        return self
-
-    def start(self) -> FakeOpenAI:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
-                fake._handle(self)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server:
-            self._server.shutdown()
-            self._server.server_close()
-
-    def _next_fault(self) -> str:
-        with self._lock:
-            return self._faults.popleft() if self._faults else "ok"
+        return f"http://127.0.0.1:{self.port}/v1"
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
         raw = handler.rfile.read(int(handler.headers.get("content-length") or 0))
@@ -125,20 +90,6 @@ class FakeOpenAI:
         return {"id": f"chatcmpl-fake-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
                 "model": body.get("model", ""), "choices": choices,
                 "usage": {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out}}
-
-    @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict | None = None) -> None:
-        data = json.dumps(payload).encode()
-        try:
-            handler.send_response(status)
-            handler.send_header("Content-Type", "application/json")
-            handler.send_header("Content-Length", str(len(data)))
-            for name, value in (headers or {}).items():
-                handler.send_header(name, value)
-            handler.end_headers()
-            handler.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (a timeout test)
 
 
 def main() -> None:

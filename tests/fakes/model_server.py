@@ -1,0 +1,80 @@
+"""What every fake model server here shares: a threaded HTTP server on 127.0.0.1 (keep-alive, as real model
+front ends are), a queue of scripted faults (one per incoming call), the requests it saw, and JSON answers.
+
+A fake subclasses FakeModelServer and writes `_handle(handler)` for POSTs (and `_handle_get` when it serves GETs).
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
+
+
+class FakeModelServer:
+    def __init__(self, *, latency: float = 0.0, retry_hint: float = 0.2, stall: float = 5.0) -> None:
+        self.latency, self.retry_hint, self.stall = latency, retry_hint, stall
+        self.requests: list[dict] = []
+        self._faults: deque[str] = deque()
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    def script(self, faults: list[str]) -> Self:
+        """Answer the next calls with these faults, one per call, then normally."""
+        with self._lock:
+            self._faults.extend(faults)
+        return self
+
+    def start(self) -> Self:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive: no new connection per call
+
+            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+                fake._handle(self)
+
+            def do_GET(self) -> None:  # noqa: N802
+                fake._handle_get(self)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        if self._server:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def _next_fault(self) -> str:
+        with self._lock:
+            return self._faults.popleft() if self._faults else "ok"
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        raise NotImplementedError
+
+    def _handle_get(self, handler: BaseHTTPRequestHandler) -> None:
+        self._send(handler, 404, {"error": {"message": "no such route"}})
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            for name, value in (headers or {}).items():
+                handler.send_header(name, value)
+            handler.end_headers()
+            handler.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test): nothing to answer
