@@ -18,7 +18,6 @@ Run it alone with `python -m tests.fakes.gemini_server --latency 0.3` (prints it
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import io
 import json
@@ -30,7 +29,7 @@ from http.server import BaseHTTPRequestHandler
 
 from PIL import Image
 
-from tests.fakes.model_server import FakeModelServer
+from tests.fakes.model_server import FakeModelServer, serve_alone
 
 DEFAULT_ANSWER = {"parts": [{"part": "the whole task", "done": True, "evidence": "fake server: all done"}],
                   "verdict": "SUCCESS"}
@@ -203,18 +202,5 @@ def _fake_task(number: int, page: str) -> dict:
     return {"instruction": f"Go to {page} and save entry number {number} for later", "kind": "action"}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--latency", type=float, default=0.0)
-    args = parser.parse_args()
-    server = FakeGemini(latency=args.latency).start()
-    print(server.base_url, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        server.stop()
-
-
 if __name__ == "__main__":
-    main()
+    serve_alone(FakeGemini, __doc__.splitlines()[0])

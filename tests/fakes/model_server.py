@@ -5,9 +5,12 @@ A fake subclasses FakeModelServer and writes `_handle(handler)` for POSTs (and `
 """
 from __future__ import annotations
 
+import argparse
 import json
 import threading
+import time
 from collections import deque
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
 
@@ -78,3 +81,16 @@ class FakeModelServer:
             handler.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test): nothing to answer
+
+
+def serve_alone(make: Callable[..., FakeModelServer], description: str) -> None:
+    """Run one fake by itself (`python -m tests.fakes.<name> --latency S`): print its base URL, serve until Ctrl-C."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--latency", type=float, default=0.0)
+    server = make(latency=parser.parse_args().latency).start()
+    print(server.base_url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.stop()

@@ -15,14 +15,13 @@ Run it alone with `python -m tests.fakes.openai_server --latency 1` (prints its 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 
-from tests.fakes.model_server import FakeModelServer
+from tests.fakes.model_server import FakeModelServer, serve_alone
 
 IMAGE_TOKENS = 500
 
@@ -92,18 +91,5 @@ class FakeOpenAI(FakeModelServer):
                 "usage": {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out}}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--latency", type=float, default=0.0)
-    args = parser.parse_args()
-    server = FakeOpenAI(latency=args.latency).start()
-    print(server.base_url, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        server.stop()
-
-
 if __name__ == "__main__":
-    main()
+    serve_alone(FakeOpenAI, __doc__.splitlines()[0])
