@@ -3,9 +3,12 @@ done=8, then the other's refresh, counted before the last unit settled, wrote do
 the run's counts only while the run is running; otherwise the units are counted again."""
 from __future__ import annotations
 
-import pytest
+import threading
 
-from taskgen.engine import runs
+import pytest
+from django.db import connection, connections
+
+from taskgen.engine import runs, units
 from taskgen.engine.units import Status
 from taskgen.models import PipelineRun, WorkUnit
 
@@ -29,3 +32,32 @@ def test_a_batch_recorded_while_running_adds_to_the_counts_without_counting_ever
         running = runs.run_count(pipeline_run_id=pipeline_run.pk, done=1, failed=0)
     pipeline_run.refresh_from_db()
     assert (running, pipeline_run.done) == (True, 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_unit_is_never_seen_done_without_its_result(monkeypatch):
+    """Seen in the attempt kill test: the finishing worker read a unit already done but not yet given its result
+    (two statements, each committed alone), so the run's summary counted 9 episodes of 10."""
+    if connection.vendor != "postgresql":
+        pytest.skip("another connection reading mid-write needs PostgreSQL (SQLite serialises writers)")
+    pipeline_run = PipelineRun.objects.create(stage="attempt", status="running", total=1)
+    unit = WorkUnit.objects.create(pipeline_run=pipeline_run, key="t1", status=Status.RUNNING)
+    seen: list = []
+    real_bulk_update = WorkUnit.objects.bulk_update
+
+    def look_from_another_connection(*args, **kwargs):
+        def look():
+            try:
+                seen.append(WorkUnit.objects.filter(pk=unit.pk).values_list("status", "result").get())
+            finally:
+                connections.close_all()
+
+        other = threading.Thread(target=look)
+        other.start()
+        other.join()
+        return real_bulk_update(*args, **kwargs)
+
+    monkeypatch.setattr(WorkUnit.objects, "bulk_update", look_from_another_connection)
+    units.units_done(results={unit.pk: {"task_id": "t1", "ok": True}})
+    assert seen and seen[0][0] != Status.DONE, f"another worker saw {seen[0]}: done, with no result yet"
+    assert WorkUnit.objects.get(pk=unit.pk).result == {"task_id": "t1", "ok": True}

@@ -82,16 +82,17 @@ def units_extend(*, pks: list[int], owner: str, lease_seconds: int) -> None:
 
 
 def units_done(*, results: dict[int, object]) -> int:
-    """Record units as done with their results (one statement, and one more for the results); how many were not
+    """Record units as done with their results (one statement, and one more for the results, in one transaction); how many were not
     done before (a unit finished twice, after its lease ran out under a slow worker, is counted once)."""
     if not results:
         return 0
     done = {"status": Status.DONE, "finished_at": timezone.now(), "lease_owner": "", "lease_until": None,
             "last_error": ""}
-    newly = WorkUnit.objects.filter(pk__in=list(results)).exclude(status=Status.DONE).update(**done)
     rich = [WorkUnit(pk=pk, result=result) for pk, result in results.items() if result is not None]
-    if rich:
-        WorkUnit.objects.bulk_update(rich, ["result"], batch_size=BULK)
+    with transaction.atomic():  # status and result together: a run seen settled must see every unit's result
+        newly = WorkUnit.objects.filter(pk__in=list(results)).exclude(status=Status.DONE).update(**done)
+        if rich:
+            WorkUnit.objects.bulk_update(rich, ["result"], batch_size=BULK)
     return newly
 
 
