@@ -129,6 +129,17 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait(10)
 
 
+def _print_why_not_finished(pipeline_run: PipelineRun) -> None:
+    """What a run that did not finish was waiting for: its row, its units by state, the open ones' last errors."""
+    pipeline_run.refresh_from_db()
+    print(f"run {pipeline_run.pk}: {pipeline_run.status} done={pipeline_run.done} failed={pipeline_run.failed}")
+    units = WorkUnit.objects.filter(pipeline_run=pipeline_run)
+    print(sorted(units.values_list("status").annotate(n=Count("pk"))))
+    for row in units.exclude(status__in=["done", "failed"]).values_list("key", "status", "attempts", "lease_owner",
+                                                                          "lease_until", "last_error")[:20]:
+        print(row)
+
+
 def _wait_for(condition, seconds: float, what: str) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -173,7 +184,11 @@ def test_a_worker_killed_with_its_children_at_40_percent_the_run_finishes_by_its
     _kill_group(worker)
     in_flight = WorkUnit.objects.filter(pipeline_run=pipeline_run, status="running").count()
     services("worker")
-    _wait_for(lambda: PipelineRun.objects.get(pk=pipeline_run.pk).is_finished, 240, "the run to finish")
+    try:
+        _wait_for(lambda: PipelineRun.objects.get(pk=pipeline_run.pk).is_finished, 240, "the run to finish")
+    except AssertionError:
+        _print_why_not_finished(pipeline_run)
+        raise
     assert in_flight >= 0
     _assert_every_episode_judged_once(pipeline_run, fake_gemini)
 
