@@ -82,8 +82,9 @@ def units_extend(*, pks: list[int], owner: str, lease_seconds: int) -> None:
 
 
 def units_done(*, results: dict[int, object]) -> int:
-    """Record units as done with their results (one statement, and one more for the results, in one transaction); how many were not
-    done before (a unit finished twice, after its lease ran out under a slow worker, is counted once)."""
+    """Record units as done with their results (one statement, and one more for the results, in one
+    transaction); how many were not done before (a unit finished twice, after its lease ran out under a slow
+    worker, is counted once)."""
     if not results:
         return 0
     done = {"status": Status.DONE, "finished_at": timezone.now(), "lease_owner": "", "lease_until": None,
