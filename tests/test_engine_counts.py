@@ -61,3 +61,42 @@ def test_a_unit_is_never_seen_done_without_its_result(monkeypatch):
     units.units_done(results={unit.pk: {"task_id": "t1", "ok": True}})
     assert seen and seen[0][0] != Status.DONE, f"another worker saw {seen[0]}: done, with no result yet"
     assert WorkUnit.objects.get(pk=unit.pk).result == {"task_id": "t1", "ok": True}
+
+
+def _running_run(*statuses: str) -> tuple[PipelineRun, list[WorkUnit]]:
+    pipeline_run = PipelineRun.objects.create(stage="judge", status="running", total=len(statuses))
+    made = WorkUnit.objects.bulk_create([WorkUnit(pipeline_run=pipeline_run, key=str(n), status=status)
+                                         for n, status in enumerate(statuses)])
+    return pipeline_run, sorted(made, key=lambda unit: unit.pk)
+
+
+def test_a_batch_is_recorded_and_counted_in_one_statement_on_postgresql(django_assert_num_queries):
+    if connection.vendor != "postgresql":
+        pytest.skip("elsewhere the units and the run's counts are two statements")
+    pipeline_run, (unit,) = _running_run(Status.RUNNING)
+    with django_assert_num_queries(1):
+        running = runs.run_batch_record(pipeline_run_id=pipeline_run.pk, results={unit.pk: "SUCCESS"}, failed=0)
+    pipeline_run.refresh_from_db()
+    unit.refresh_from_db()
+    assert running and pipeline_run.done == 1 and (unit.status, unit.result, unit.lease_until) == ("done", "SUCCESS",
+                                                                                                  None)
+
+
+def test_a_unit_recorded_twice_is_counted_once_and_keeps_its_first_finish_and_the_later_result():
+    pipeline_run, (first, second) = _running_run(Status.RUNNING, Status.RUNNING)
+    runs.run_batch_record(pipeline_run_id=pipeline_run.pk, results={first.pk: {"try": 1}, second.pk: None}, failed=0)
+    finished_at = WorkUnit.objects.get(pk=first.pk).finished_at
+    assert runs.run_batch_record(pipeline_run_id=pipeline_run.pk, results={first.pk: {"try": 2}}, failed=1)
+    pipeline_run.refresh_from_db()
+    assert (pipeline_run.done, pipeline_run.failed) == (2, 1)
+    again, untouched = WorkUnit.objects.get(pk=first.pk), WorkUnit.objects.get(pk=second.pk)
+    assert (again.result, again.finished_at) == ({"try": 2}, finished_at)
+    assert (untouched.status, untouched.result) == ("done", None)
+
+
+def test_a_batch_recorded_after_the_run_was_cancelled_is_recounted_not_added():
+    pipeline_run, (late, _) = _running_run(Status.RUNNING, Status.CANCELLED)
+    PipelineRun.objects.filter(pk=pipeline_run.pk).update(status="cancelled", done=0)
+    assert not runs.run_batch_record(pipeline_run_id=pipeline_run.pk, results={late.pk: "SUCCESS"}, failed=1)
+    pipeline_run.refresh_from_db()
+    assert (pipeline_run.done, pipeline_run.failed) == (1, 0) and WorkUnit.objects.get(pk=late.pk).status == "done"

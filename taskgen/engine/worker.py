@@ -13,14 +13,13 @@ import time
 from django.conf import settings
 from django.db import connection
 
-from taskgen.engine.runs import run_count, run_error, run_finish_if_settled
+from taskgen.engine.runs import run_batch_record, run_error, run_finish_if_settled
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.units import (
     Leased,
     next_due_in,
     unit_again,
     unit_failed,
-    units_done,
     units_extend,
     units_lease,
     units_open,
@@ -52,8 +51,8 @@ def work(*, pipeline_run_id: int, owner: str, slice_seconds: float | None = None
             batch = units_lease(pipeline_run_id=pipeline_run_id, owner=owner, count=stage.batch, lease_seconds=lease)
             if not batch:
                 break
-            done, failed = _work_batch(stage, pipeline_run, params, batch, heart=heart)
-            if not run_count(pipeline_run_id=pipeline_run_id, done=done, failed=failed):
+            results, failed = _work_batch(stage, pipeline_run, params, batch, heart=heart)
+            if not run_batch_record(pipeline_run_id=pipeline_run_id, results=results, failed=failed):
                 return None  # finished or cancelled meanwhile: the units in hand were recorded
     if not units_open(pipeline_run_id=pipeline_run_id):
         run_finish_if_settled(pipeline_run_id=pipeline_run_id)
@@ -91,9 +90,9 @@ class Heartbeat:
 
 
 def _work_batch(stage: StageWork, pipeline_run: PipelineRun, params: StageParams, batch: list[Leased], *,
-                heart: Heartbeat) -> tuple[int, int]:
-    """Do each unit of the batch (the heartbeat holds the leases of those not done yet), then record the batch;
-    how many units it settled as done and as failed."""
+                heart: Heartbeat) -> tuple[dict[int, object], int]:
+    """Do each unit of the batch (the heartbeat holds the leases of those not done yet); the results of the units
+    done (to be recorded by the caller) and how many units failed for good."""
     results: dict[int, object] = {}
     failed = 0
     for position, unit in enumerate(batch):
@@ -106,7 +105,7 @@ def _work_batch(stage: StageWork, pipeline_run: PipelineRun, params: StageParams
             log.warning("%s unit %s failed: %s", pipeline_run, unit.key, exc, exc_info=True)
             failed += _failed_try(stage, pipeline_run, unit, f"{type(exc).__name__}: {exc}")
     heart.pks = []
-    return units_done(results=results), failed
+    return results, failed
 
 
 def _again(stage: StageWork, pipeline_run: PipelineRun, unit: Leased, later: RetryLater) -> int:
