@@ -218,10 +218,9 @@ CELERY_BEAT_SCHEDULE["validate-summary-refresh"] = {
     "schedule": float(VALIDATE_REFRESH_SECONDS), "options": {"expires": float(VALIDATE_REFRESH_SECONDS)}}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
-# Separate queues so judge calls and browser episodes scale on their own workers.
-CELERY_TASK_ROUTES = {
-    "taskgen.stages.judge.tasks.*": {"queue": "judge"},
-}
+# Separate queues so judge calls and browser episodes scale on their own workers: each engine stage names its queue
+# (StageWork.queue); nothing else is routed.
+CELERY_TASK_ROUTES: dict = {}
 REDIS_URL = env_str("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "")
 
 # Model providers. Without a key the app runs its offline providers and says so on every page.
