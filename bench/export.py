@@ -79,12 +79,10 @@ def corpus(episodes: int) -> Path:
     return run_dir
 
 
-def _app_env(workers: int | None = None) -> dict:
+def _app_env() -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
     env.update(TASKGEN_VAR_DIR=str(WORK / "app"), TASKGEN_DATA_ROOT=str(WORK),
                DJANGO_SETTINGS_MODULE="taskgen.settings")
-    if workers:
-        env["TASKGEN_EXPORT_WORKERS"] = str(workers)
     return env
 
 
@@ -124,8 +122,9 @@ def run_reference(run_dir: Path, out: Path, budget: int) -> tuple[float, float, 
 
 
 def run_app(run_dir: Path, out: Path, budget: int, workers: int | None) -> tuple[float, float, float]:
+    threads = ["--workers", str(workers)] if workers else []  # the export run's units worked by N threads here
     return _timed([sys.executable, "manage.py", "taskgen", "rows", str(run_dir), "--out", str(out),
-                   "--budget", str(budget)], _app_env(workers))
+                   "--budget", str(budget), *threads], _app_env())
 
 
 def _row(label: str, runs: list[tuple[float, float, float]], rows: int, reference: list | None = None) -> str:
@@ -167,25 +166,18 @@ def main() -> int:
             print(f"  repeat {repeat + 1}: {name:<14} {times[name][-1][0]:6.2f} s  (load {os.getloadavg()[0]:.1f})",
                   flush=True)
     report = json.loads(reports["reference"])
-    rows, default_workers = report["selected_rows"], _default_workers()
+    rows = report["selected_rows"]
     print(f"rows export, {report['selected_trajectories']:,} episodes and {rows:,} rows of {args.episodes:,} "
           f"({report['sites']} sites), every step image distinct; {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f} (wall clock: a busy machine inflates it)")
     for name, runs in times.items():
-        label = f"app, {default_workers} threads (default)" if name == "app default" else (
+        label = "app, its own thread (default)" if name == "app default" else (
             f"app, {name.split()[1]} threads" if name != "reference" else "reference `rows` (copytree)")
         print(_row(label, runs, rows, None if name == "reference" else times["reference"]))
     same = all(body == reports["reference"] for body in reports.values())
     print(f"  _report.json byte-identical with the reference's: {'yes' if same else 'NO'}; targets: app no slower "
           f"than the reference, peak under {MEMORY_TARGET_MB} MB")
     return 0 if same else 1
-
-
-def _default_workers() -> int:
-    probe = subprocess.run([sys.executable, "-c", "from django.conf import settings; import django; django.setup(); "
-                            "print(settings.EXPORT_WORKERS)"], cwd=ROOT, env=_app_env(), capture_output=True,
-                           text=True, check=True)
-    return int(probe.stdout.strip())
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--processes", default="1", help="worker process counts to run, e.g. 1,2")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="threads per process (default: as a judge worker, the calls in flight plus a few)")
     parser.add_argument("--policy", default="medium", help="image policy judged (default: medium)")
     parser.add_argument("--profile", type=int, default=60, help="episodes judged one at a time under cProfile")
     parser.add_argument("--full-sample", type=int, default=30, help="episodes also judged with full-size images")
@@ -188,10 +190,12 @@ def _close_connections() -> None:
             conn.close_pool()
 
 
-def _judge_run(run, config, concurrency: int, processes: int) -> tuple[int, float, float]:
-    """Judge the run on the engine with `processes` forked workers of `concurrency` threads; (units, wall, CPU)."""
+def _judge_run(run, config, concurrency: int, processes: int, threads: int = 0) -> tuple[int, float, float]:
+    """Judge the run on the engine with `processes` forked workers, each keeping `concurrency` calls in flight with
+    `threads` threads (0: as a judge worker does); (units, wall, CPU)."""
     from taskgen.engine.control import run_start
     from taskgen.models import PipelineRun
+    from taskgen.stages.judge.in_flight import calls_in_flight_choose, judge_threads_for
     from taskgen.stages.judge.work import JudgeParams
 
     pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
@@ -200,7 +204,8 @@ def _judge_run(run, config, concurrency: int, processes: int) -> tuple[int, floa
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
     context = multiprocessing.get_context("fork")
-    workers = [context.Process(target=_threads, args=(pipeline_run.pk, concurrency))
+    calls_in_flight_choose(concurrency)  # the forked workers inherit it
+    workers = [context.Process(target=_threads, args=(pipeline_run.pk, threads or judge_threads_for(concurrency)))
                for _ in range(processes)]
     for worker in workers:
         worker.start()
@@ -225,10 +230,23 @@ def _image_tokens(config, episode_ids: list[int]) -> float:
     return total / max(1, len(judgments))
 
 
+def _peak_in_flight(url: str) -> int:
+    """The most calls the fake answered at once since it started (it counts them itself)."""
+    import json
+    import urllib.request
+
+    base = urlunsplit(urlsplit(url)._replace(path="", query="", fragment=""))
+    with urllib.request.urlopen(f"{base}/_fake/in-flight", timeout=10) as answer:  # noqa: S310 (our own fake)
+        return int(json.loads(answer.read())["peak"])
+
+
 def _report(args, processes: int, judged: int, total: int, wall: float, cpu: float) -> float:
+    from taskgen.stages.judge.in_flight import judge_threads_for
+
     ideal = processes * args.concurrency / args.latency
+    threads = args.threads or judge_threads_for(args.concurrency)
     print(f"episodes judged          {judged} of {total} in {wall:.1f} s by {processes} process(es) of "
-          f"{args.concurrency} threads ({load()})")
+          f"{args.concurrency} calls in flight, {threads} threads ({load()})")
     print(f"  throughput             {total / wall:.1f} episodes/s; ideal {ideal:.1f}/s "
           f"({processes} x {args.concurrency} / {args.latency} s); ratio {total / wall / ideal:.1%} (target 85%)")
     print(f"  app CPU per judgment   {cpu * 1000 / total:.1f} ms (the judging processes; target 20 ms)")
@@ -257,9 +275,11 @@ def main() -> None:
             rates = []
             for n, processes in enumerate(int(p) for p in args.processes.split(",")):
                 judged_by = config if n == 0 else judge_config_for("gemini", f"bench-{processes}p", None, args.policy)
-                total, wall, cpu = _judge_run(run, judged_by, args.concurrency, processes)
+                total, wall, cpu = _judge_run(run, judged_by, args.concurrency, processes, args.threads)
                 judged = Judgment.objects.filter(config=judged_by).exclude(verdict="NONE").count()
                 rates.append((processes, _report(args, processes, judged, total, wall, cpu)))
+                print(f"  calls in flight        at most {_peak_in_flight(url)} at once at the fake so far "
+                      f"(the limit: {processes} x {args.concurrency})")
             for processes, rate in rates[1:]:
                 print(f"{processes} processes            {rate / rates[0][1]:.2f}x the rate of {rates[0][0]} "
                       f"(target 1.8x for 2 when one is CPU-bound)")

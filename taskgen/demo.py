@@ -82,8 +82,9 @@ def servers_start(*, host: str, port: int, concurrency: int = 2) -> list[Server]
 
 def judge_worker_command(celery: list[str]) -> list[str]:
     """The `judge` queue's worker: a model call waits on the network, so one process keeps
-    settings.JUDGE_CONCURRENCY calls in flight in threads (as docker-compose's worker-judge does)."""
-    return [*celery, "-Q", "judge", "-P", "threads", "--concurrency", str(settings.JUDGE_CONCURRENCY),
+    settings.JUDGE_CONCURRENCY calls in flight with settings.JUDGE_THREADS threads (as docker-compose's
+    worker-judge does)."""
+    return [*celery, "-Q", "judge", "-P", "threads", "--concurrency", str(settings.JUDGE_THREADS),
             "-n", "judge@%h"]
 
 

@@ -15,6 +15,7 @@ from taskgen.env import env_bool, env_float, env_int, env_path, env_secret, env_
 from taskgen.harness.external import external_harnesses_parse
 from taskgen.logs import client_error_is_logged_elsewhere
 from taskgen.providers import provider_check
+from taskgen.stages.judge.in_flight import judge_threads_for
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("TASKGEN_VAR_DIR", BASE_DIR / "var")
@@ -120,10 +121,16 @@ def _database() -> dict:
 # A pool per process, shared by its threads, instead of one persistent connection per thread: 20 reviewers on a
 # threaded server with 60 s connection age ran PostgreSQL out of connections. DATABASE_POOL=0 turns it off
 # (then DATABASE_CONN_MAX_AGE applies), e.g. behind PgBouncer.
+def _judge_threads() -> int:
+    """A judge worker's threads: TASKGEN_JUDGE_THREADS, else enough to keep its calls in flight back to back."""
+    in_flight = env_int("TASKGEN_JUDGE_CONCURRENCY", 16, minimum=1)
+    return env_int("TASKGEN_JUDGE_THREADS", judge_threads_for(in_flight), minimum=1)
+
+
 def _postgres_pool() -> dict:
     low = env_int("DATABASE_POOL_MIN_SIZE", 1, minimum=0)
     # A judge worker's threads each hold a connection while their model call is in flight: room for all of them.
-    judge_threads = env_int("TASKGEN_JUDGE_CONCURRENCY", 16, minimum=1)
+    judge_threads = _judge_threads()
     high = env_int("DATABASE_POOL_MAX_SIZE", max(20, judge_threads + 4), minimum=max(1, low))
     pool = {"min_size": low, "max_size": high, "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0)}
     return {"CONN_MAX_AGE": 0, "OPTIONS": {"pool": pool}}
@@ -259,6 +266,10 @@ if set(JUDGE_IMAGE_COPIES) - {"small", "default"}:
 # Judge calls in flight per judge worker process (threads of the `judge` queue's worker; the model call waits on
 # the network, so one process keeps many in flight).
 JUDGE_CONCURRENCY = env_int("TASKGEN_JUDGE_CONCURRENCY", 16, minimum=1)
+# Threads of a judge worker process: the calls in flight plus a few that prepare the next episode (its evidence,
+# the request, the SDK's encoding) and store the last one while the others wait on the model, so the process keeps
+# JUDGE_CONCURRENCY calls in flight back to back (taskgen/stages/judge/service.py holds the in-flight limit).
+JUDGE_THREADS = _judge_threads()
 JUDGE_BATCH_POLL_SECONDS = env_int("TASKGEN_JUDGE_BATCH_POLL", 60, minimum=1)
 # USD per million tokens: (input, output). Override with TASKGEN_PRICE_<MODEL>="in,out".
 MODEL_PRICES = {

@@ -21,6 +21,7 @@ class FakeModelServer:
         self.requests: list[dict] = []
         self._faults: deque[str] = deque()
         self._lock = threading.Lock()
+        self.in_flight = self.peak_in_flight = 0  # POSTs being answered now, and the most at once
         self._server: ThreadingHTTPServer | None = None
 
     @property
@@ -40,9 +41,15 @@ class FakeModelServer:
             protocol_version = "HTTP/1.1"  # keep-alive: no new connection per call
 
             def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
-                fake._handle(self)
+                fake._count_in_flight(+1)
+                try:
+                    fake._handle(self)
+                finally:
+                    fake._count_in_flight(-1)
 
             def do_GET(self) -> None:  # noqa: N802
+                if self.path.startswith("/_fake/in-flight"):
+                    return fake._send(self, 200, {"in_flight": fake.in_flight, "peak": fake.peak_in_flight})
                 fake._handle_get(self)
 
             def log_message(self, *args) -> None:
@@ -57,6 +64,11 @@ class FakeModelServer:
         if self._server:
             self._server.shutdown()
             self._server.server_close()
+
+    def _count_in_flight(self, change: int) -> None:
+        with self._lock:
+            self.in_flight += change
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
 
     def _next_fault(self) -> str:
         with self._lock:

@@ -1,4 +1,5 @@
-"""`taskgen rows RUN --out DIR`: export approved episodes as a rows folder, the same function as the export page."""
+"""`taskgen rows RUN --out DIR`: export approved episodes as a rows folder: an export run on the engine, as the
+export page starts it (one unit per episode, on the pipeline page, resumable with `taskgen resume`), worked here."""
 from __future__ import annotations
 
 import argparse
@@ -7,9 +8,11 @@ from pathlib import Path
 
 from django.conf import settings
 
-from taskgen.models import Export, JudgeConfig, Judgment, Run
+from taskgen.engine.control import run_start
+from taskgen.engine.wait import run_wait, wait_report
+from taskgen.models import Export, JudgeConfig, Judgment, PipelineRun, Run
+from taskgen.stages.contract import StageParamsError
 from taskgen.stages.export.select import ExportError, report_bytes
-from taskgen.stages.export.service import export_create
 from taskgen.stages.lookup import judge_config_find, run_find
 
 NAME = "rows"
@@ -27,6 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge", default=None,
                         help="judge config (provider:model:prompt:images, or its id); needed when the run has "
                              "verdicts from more than one")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="write episodes here with N threads (default %(default)s: on this thread); 0: leave "
+                             "them to the workers of the `default` queue (celery -A taskgen worker)")
+    parser.add_argument("--stall-seconds", type=float, default=600,
+                        help="stop waiting (exit 1, naming the episodes not written) when none was written this long")
 
 
 def find_run(text: str) -> Run:
@@ -58,11 +66,21 @@ def run(options: dict, stdout, stderr) -> int:
         config = None
         if options["source"] != Export.Selection.HUMAN or options["judge"]:
             config = find_judge_config(options["judge"], the_run)
-        export = export_create(run=the_run, source=options["source"], judge_config=config, budget=options["budget"],
-                               out_dir=options["out"], base=Path.cwd())
-    except ExportError as exc:
+        pipeline_run = run_start(stage=PipelineRun.Stage.EXPORT, params={
+            "run": the_run.pk, "source": options["source"], "judge_config": config.pk if config else None,
+            "budget": options["budget"], "out_dir": str(Path.cwd() / Path(options["out"]).expanduser())})
+    except (ExportError, StageParamsError) as exc:
         stderr.write(f"rows: {exc}")
         return 2
+    waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=options["workers"],
+                      stall_seconds=options["stall_seconds"])
+    if wait_report(waited=waited, stream=stderr) or waited.pipeline_run.status != PipelineRun.Status.DONE:
+        for error in waited.pipeline_run.errors[-5:]:
+            stderr.write(f"  error: {error}")
+        stderr.write(f"rows: not written in full; resume it (written episodes are kept): "
+                     f"taskgen resume {pipeline_run.pk} --workers 1")
+        return 1
+    export = Export.objects.get(pk=waited.pipeline_run.result["export_id"])
     stdout.write(report_bytes(export.report).decode())
     stdout.write(json.dumps({"export": export.pk, "manifest_sha256": export.manifest_sha256, "out": export.out_dir}))
     return 0

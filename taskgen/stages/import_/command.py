@@ -1,4 +1,5 @@
-"""`taskgen import RUN_DIR [--tasks FILE] [--name NAME]`: import a reference run dir, with a summary at the end."""
+"""`taskgen import RUN_DIR [--tasks FILE] [--name NAME]`: import a reference run dir as a run of the import stage on
+the engine (on the pipeline page, resumable with `taskgen resume`), worked here; a summary at the end."""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +7,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from taskgen.stages.import_.service import ImportFailed, ImportSummary, import_run_dir
+from taskgen.engine.control import run_start
+from taskgen.engine.wait import run_wait, wait_report
+from taskgen.models import PipelineRun
+from taskgen.stages.contract import StageParamsError
+from taskgen.stages.import_.work import IMPORT_PROGRESS, IMPORT_WORK
 
 NAME = "import"
 HELP = "Import a run dir (tasks, episodes, screenshots, rows, verifier results, an existing <RUN_DIR>_judge folder)."
@@ -17,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=Path, default=None,
                         help="tasks file (default: RUN_DIR/tasks.jsonl, else a tasks.jsonl beside RUN_DIR)")
     parser.add_argument("--name", default=None, help="the run's name (default: the folder's name)")
+    parser.add_argument("--stall-seconds", type=float, default=IMPORT_WORK.unit_seconds,
+                        help="stop waiting (exit 1) when a worker elsewhere holds the import this long")
 
 
 def _progress_bar(stream) -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
@@ -34,32 +41,45 @@ def _progress_bar(stream) -> tuple[Callable[[int, int], None] | None, Callable[[
     return update, bar.close
 
 
-def summary_lines(summary: ImportSummary) -> list[str]:
+def summary_lines(summary: dict) -> list[str]:
+    """The import's summary (the import unit's result, ImportSummary.as_dict) as the command prints it."""
     s = summary
     lines = [
-        f"run {s.run.name!r} (id {s.run.pk})",
-        f"episodes: {s.episodes_added} added, {s.episodes_updated} updated, {s.episodes_unchanged} unchanged",
-        f"screenshots: {s.screenshots} stored",
-        f"tasks: {s.tasks_added} added, {s.tasks_updated} updated, {s.tasks_without_episode} without an episode folder",
-        f"verifier results: {s.verifier_results} new or changed, {s.verifier_results_unchanged} unchanged",
-        f"judgments: {s.judgments} new or changed, {s.judgments_unchanged} unchanged",
-        f"skipped: {len(s.skipped)}",
+        f"run {s['run']!r} (id {s['run_id']})",
+        f"episodes: {s['episodes_added']} added, {s['episodes_updated']} updated, "
+        f"{s['episodes_unchanged']} unchanged",
+        f"screenshots: {s['screenshots']} stored",
+        f"tasks: {s['tasks_added']} added, {s['tasks_updated']} updated, {s['tasks_without_episode']} without an "
+        "episode folder",
+        f"verifier results: {s['verifier_results']} new or changed, {s['verifier_results_unchanged']} unchanged",
+        f"judgments: {s['judgments']} new or changed, {s['judgments_unchanged']} unchanged",
+        f"skipped: {len(s['skipped'])}",
     ]
-    return lines + [f"  {skip.path}: {skip.reason}" for skip in s.skipped]
+    return lines + [f"  {skip['path']}: {skip['reason']}" for skip in s["skipped"]]
 
 
 def run(options: dict, stdout, stderr) -> int:
-    progress, close = _progress_bar(sys.stderr)
+    params = {"run_dir": str(options["run_dir"]), "tasks_file": str(options["tasks"] or ""),
+              "name": options["name"] or ""}
     try:
-        summary = import_run_dir(run_dir=options["run_dir"], tasks_file=options["tasks"], name=options["name"],
-                                 progress=progress)
-    except ImportFailed as exc:
+        pipeline_run = run_start(stage=PipelineRun.Stage.IMPORT, params=params)
+    except StageParamsError as exc:
         stderr.write(f"import failed: {exc}")
         return 1
+    progress, close = _progress_bar(sys.stderr)
+    token = IMPORT_PROGRESS.set(progress)  # the unit is worked on this thread: its episodes move the bar
+    try:
+        waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=1,
+                          stall_seconds=options.get("stall_seconds") or IMPORT_WORK.unit_seconds)
     finally:
+        IMPORT_PROGRESS.reset(token)
         close()
+    if wait_report(waited=waited, stream=stderr):
+        stderr.write(f"import failed; resume it with: taskgen resume {pipeline_run.pk} --workers 1")
+        return 1
+    summary = waited.pipeline_run.result
     stdout.write("\n".join(summary_lines(summary)))
-    if summary.episodes_imported == 0:
+    if summary["episodes_imported"] == 0:
         stderr.write("nothing could be imported")
         return 1
     return 0

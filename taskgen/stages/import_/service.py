@@ -52,7 +52,7 @@ class ImportSummary:
 
     def as_dict(self) -> dict:
         data = {k: v for k, v in asdict(self).items() if k not in ("run", "skipped")}
-        data.update(run=self.run.name, run_id=self.run.pk,
+        data.update(run=self.run.name, run_id=self.run.pk, episodes_imported=self.episodes_imported,
                     skipped=[{"path": s.path, "reason": s.reason} for s in self.skipped])
         return data
 

@@ -4,14 +4,20 @@ missing). The unit's result is the import's summary."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
 from taskgen.models import PipelineRun, WorkUnit
 from taskgen.stages.contract import StageParams, StageParamsError, StageWork
-from taskgen.stages.import_.service import import_run_dir
+from taskgen.stages.import_.service import ImportFailed, import_run_dir
+from taskgen.stages.import_.tasks_file import tasks_file_locate
 
 UNIT = "run-dir"
+# The command line's progress bar, set while it works the unit on its own thread (the engine's bar counts units,
+# and an import is one): called with (episodes done, episodes) as the importer goes.
+IMPORT_PROGRESS: ContextVar[Callable[[int, int], None] | None] = ContextVar("import_progress", default=None)
 
 
 @dataclass(frozen=True)
@@ -30,13 +36,16 @@ def import_params_check(raw: dict) -> ImportParams:
     tasks_file = str(raw.get("tasks_file") or "")
     if tasks_file and not Path(tasks_file).is_file():
         raise StageParamsError(f"{tasks_file} is not a file")
-    return ImportParams(run_dir=str(run_dir), tasks_file=str(Path(tasks_file).absolute()) if tasks_file else "",
-                        name=str(raw.get("name") or ""))
+    try:  # found now, so a run dir with no tasks file is refused at once rather than failing its unit three times
+        tasks = tasks_file_locate(run_dir=run_dir, tasks_file=Path(tasks_file).absolute() if tasks_file else None)
+    except ImportFailed as exc:
+        raise StageParamsError(str(exc)) from exc
+    return ImportParams(run_dir=str(run_dir), tasks_file=str(tasks), name=str(raw.get("name") or ""))
 
 
 def _do(pipeline_run: PipelineRun, params: ImportParams, key: str) -> dict:
     summary = import_run_dir(run_dir=Path(params.run_dir), tasks_file=Path(params.tasks_file) if params.tasks_file
-                             else None, name=params.name or None)
+                             else None, name=params.name or None, progress=IMPORT_PROGRESS.get())
     PipelineRun.objects.filter(pk=pipeline_run.pk).update(run=summary.run)
     return json.loads(json.dumps(summary.as_dict(), default=str))
 

@@ -17,6 +17,7 @@ from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.providers import provider_names
 from taskgen.stages.judge.images import POLICIES
+from taskgen.stages.judge.in_flight import calls_in_flight_choose, judge_threads_for
 from taskgen.stages.judge.prompt import PromptFileError
 from taskgen.stages.judge.service import (
     JudgeError,
@@ -43,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images", choices=sorted(POLICIES), default=None,
                         help="image policy (default: settings.JUDGE_IMAGE_POLICY, medium)")
     parser.add_argument("--workers", type=int, default=0,
-                        help="judge here with N threads instead of queueing Celery tasks")
+                        help="judge here with N calls in flight instead of queueing Celery tasks")
     parser.add_argument("--batch", action="store_true",
                         help="send the run as one Gemini Batch API job (half price; the workers poll it)")
     parser.add_argument("--write-dir", type=Path, default=None,
@@ -114,9 +115,11 @@ def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, Pipe
     if not pipeline_run.total:
         stderr.write(f"nothing to judge: every recorded episode of {run.name} has a verdict under {config.key}")
         return 0, pipeline_run
-    here = max(options["workers"], 1 if config.provider == "rules" else 0)
-    threads = f"{here} thread" + ("s" if here > 1 else "")
-    where = f"here with {threads}" if here else "by the workers of the `judge` queue (celery -A taskgen worker)"
+    calls = max(options["workers"], 1 if config.provider == "rules" else 0)
+    here = judge_threads_for(calls) if calls > 1 else calls  # a few threads prepare while the calls wait
+    calls_in_flight_choose(calls or None)
+    where = (f"here with {calls} call{'s' if calls > 1 else ''} in flight" if here
+             else "by the workers of the `judge` queue (celery -A taskgen worker)")
     how = " through one Gemini Batch API job" if batch else ""
     stderr.write(f"judging {pipeline_run.total} episodes of {run.name} with {config.key}{how} {where}")
     stall = options["stall_seconds"] or (BATCH_STALL_SECONDS if batch else STALL_SECONDS)

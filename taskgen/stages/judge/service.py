@@ -35,6 +35,7 @@ from taskgen.providers.rules import VERSION as RULES_VERSION
 from taskgen.stages.contract import RetryLater
 from taskgen.stages.judge import images as judge_images
 from taskgen.stages.judge.evidence import Evidence, evidence_for_episode
+from taskgen.stages.judge.in_flight import calls_in_flight
 from taskgen.stages.judge.prompt import judge_prompt
 from taskgen.stages.judge.rate_limit import rate_limit_acquire, rate_limit_take
 
@@ -129,7 +130,8 @@ def _call_once(config: JudgeConfig, request: ProviderRequest) -> ProviderResult:
         if wait > 0:
             raise RetryLater(wait, f"rate limit of {config.model}: wait {wait:.0f} s")
     try:
-        return provider.complete(request)
+        with calls_in_flight():
+            return provider.complete(request)
     except ProviderError as exc:
         if not exc.transient:
             raise
@@ -143,8 +145,12 @@ def _call_with_retries(config: JudgeConfig, request: ProviderRequest, *, in_work
         return _call_once(config, request)
     provider = provider_for(config.provider)
     limit = None if config.provider == "rules" else (lambda: rate_limit_acquire(model=config.model))
-    return call_with_retries(lambda: provider.complete(request), attempts=settings.JUDGE_MAX_ATTEMPTS, before=limit,
-                             what="judge call")
+
+    def call() -> ProviderResult:
+        with calls_in_flight():
+            return provider.complete(request)
+
+    return call_with_retries(call, attempts=settings.JUDGE_MAX_ATTEMPTS, before=limit, what="judge call")
 
 
 _cost = model_cost_usd

@@ -70,7 +70,7 @@ JUDGE_WORK = StageWork(
     finish=_finish, queue="judge", batch=1, batch_of=lambda params: BATCH_LEASE if params.batch else 1,
     max_attempts=settings.JUDGE_MAX_ATTEMPTS,
     # A message per judge-worker thread, for two workers: surplus ones wait in the queue and find nothing to do.
-    workers=2 * settings.JUDGE_CONCURRENCY,
+    workers=2 * settings.JUDGE_THREADS,
     nothing_to_do="nothing to judge: every recorded episode of the run has a verdict under this judge",
     run_of=lambda params: params.run,
 )
