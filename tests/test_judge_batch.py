@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import pytest
 from django.apps import apps
+from django.urls import reverse
 from django.utils import timezone
 
 from taskgen.engine.registry import pipeline_run_cancel, pipeline_run_resume, stage_start
@@ -187,6 +188,22 @@ def test_a_run_cancelled_while_its_job_runs_stops_polling_and_resume_collects_th
     _work(pipeline_run)
     done = PipelineRun.objects.get(pk=pipeline_run.pk)
     assert (done.status, done.done) == ("done", 2) and len(fake_gemini.batches) == 1
+
+
+def test_the_pages_batch_box_starts_a_batch_run_of_units_whose_page_shows_its_progress(fake_gemini,
+                                                                                       admin_client_role):
+    run, _ = _run_with(2)
+    form = {"run": run.pk, "provider": "gemini", "model": "", "prompt_version": "judge-v1", "image_policy": "",
+            "batch": "on"}
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["judge"]), form)
+    pipeline_run = PipelineRun.objects.get()
+    assert response["Location"] == pipeline_run.get_absolute_url()
+    assert pipeline_run.params["batch"] is True and pipeline_run.units.count() == 2
+    fake_gemini.batch_polls = 5
+    work(pipeline_run_id=pipeline_run.pk, owner="test-worker")
+    page = admin_client_role.get(pipeline_run.get_absolute_url()).content.decode()
+    assert "0 done of 2" in page
+    assert "<code>batches/fake-1</code></td><td>2</td><td>running</td>\n  <td>JOB_STATE_RUNNING</td>" in page
 
 
 def test_a_batch_run_is_gemini_only(fake_gemini):
