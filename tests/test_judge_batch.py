@@ -22,7 +22,7 @@ from taskgen.stages.judge.service import _cost, judge_config_for
 from taskgen.stages.judge.work import JUDGE_WORK, judge_params_check
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import FakeGemini
-from tests.judge_helpers import shop_episode
+from tests.judge_helpers import add_screenshots, shop_episode
 
 pytestmark = pytest.mark.django_db
 
@@ -143,6 +143,19 @@ def test_an_answer_with_an_error_fails_only_its_episode_and_its_next_try_sends_i
     finished = PipelineRun.objects.get(pk=pipeline_run.pk)
     assert (finished.status, finished.done, finished.failed) == ("done", 3, 0)
     assert Judgment.objects.filter(verdict="SUCCESS").count() == 3
+
+
+def test_a_run_larger_than_a_jobs_inline_size_is_sent_as_several_jobs(fake_gemini, settings):
+    fake_gemini.batch_polls = 0
+    run, episodes = _run_with(3)
+    for episode in episodes:
+        add_screenshots(episode, steps=1, final=False, size=(64, 64))
+    settings.JUDGE_BATCH_JOB_BYTES = 1  # every episode's screenshot is more: a job each
+    pipeline_run = _batch_run(run)
+    assert _work(pipeline_run) is None
+    assert sorted(int(r["metadata"]["key"]) for [r] in _creates(fake_gemini)) == sorted(e.pk for e in episodes)
+    assert len(fake_gemini.polls) == 3 and PipelineRun.objects.get(pk=pipeline_run.pk).done == 3
+    assert set(JudgeBatchJob.objects.values_list("state", flat=True)) == {"collected"}
 
 
 def test_collecting_a_job_twice_stores_each_judgment_once(fake_gemini):

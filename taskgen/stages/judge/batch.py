@@ -3,7 +3,8 @@ guarantees as single calls, at half the price.
 
 A unit's try (`judge_batch_unit`): an episode with a verdict is done; else it finds the open request of its episode
 in a job of this run, or submits ONE job for every open unit of the run that has neither a verdict nor a job
-(cache hits are stored at once, never sent); then it polls the job (one call for every unit polled within a few
+(cache hits are stored at once, never sent; a run whose screenshots exceed Gemini's inline size is cut into several
+jobs); then it polls the job (one call for every unit polled within a few
 seconds, in this process). A running job is `RetryLater` (not a failed try: the slot is freed, the unit comes due
 again); a job that ended without answers, or an answer with an error, fails this unit's try (its next try submits it
 again); a succeeded job's answers are all stored once (collecting twice stores nothing twice: the judgment's unique
@@ -11,6 +12,7 @@ constraint is the last word).
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from decimal import Decimal
@@ -26,6 +28,7 @@ from taskgen.providers.base import ProviderResult
 from taskgen.stages.contract import RetryLater
 from taskgen.stages.judge.service import _cost, _from_cache, judge_request_build, judgment_store
 
+log = logging.getLogger(__name__)
 BATCH_DISCOUNT = Decimal("0.5")
 STATE_CACHE_SECONDS = 5.0  # units polled together make one call; never longer than half the poll interval
 State = JudgeBatchJob.State
@@ -77,10 +80,32 @@ def _submit(pipeline_run: PipelineRun, config_id: int, episode_id: int) -> Judge
         pending = _build_pending(_episodes_to_send(pipeline_run, config), config)
         if episode_id not in pending:
             return None
-        job = JudgeBatchJob.objects.create(pipeline_run=pipeline_run, name=_send(pipeline_run, config, pending))
-        JudgeBatchRequest.objects.bulk_create(
-            [JudgeBatchRequest(job=job, episode_id=pk, **extra) for pk, (_, extra) in pending.items()])
+        for number, part in enumerate(_jobs_of(pending, first=episode_id)):
+            try:
+                name = _send(pipeline_run, config, part)
+            except (RetryLater, ProviderError):
+                if number == 0:
+                    raise  # this unit's own job: its try fails
+                log.warning("batch job %s of %s not sent; its units send it on their tries", number, pipeline_run)
+                break
+            job = JudgeBatchJob.objects.create(pipeline_run=pipeline_run, name=name)
+            JudgeBatchRequest.objects.bulk_create(
+                [JudgeBatchRequest(job=job, episode_id=pk, **extra) for pk, (_, extra) in part.items()])
     return _open_request(pipeline_run.pk, episode_id)
+
+
+def _jobs_of(pending: dict[int, tuple], *, first: int) -> list[dict[int, tuple]]:
+    """The requests cut into jobs of at most settings.JUDGE_BATCH_JOB_BYTES of screenshots each (usually one job),
+    the job holding episode `first` first."""
+    jobs: list[dict[int, tuple]] = [{}]
+    size = 0
+    for pk, (request, extra) in pending.items():
+        if jobs[-1] and size + extra["image_bytes"] > settings.JUDGE_BATCH_JOB_BYTES:
+            jobs.append({})
+            size = 0
+        jobs[-1][pk] = (request, extra)
+        size += extra["image_bytes"]
+    return sorted(jobs, key=lambda job: first not in job)
 
 
 def _episodes_to_send(pipeline_run: PipelineRun, config: JudgeConfig) -> list[int]:
