@@ -4,11 +4,13 @@ through the units. The engine's worker is called in this process; Gemini is the 
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import replace
 from decimal import Decimal
 
 import pytest
 from django.apps import apps
+from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
@@ -16,8 +18,8 @@ from taskgen.engine.registry import pipeline_run_cancel, pipeline_run_resume, st
 from taskgen.engine.stage_table import ENGINE_STAGES
 from taskgen.engine.worker import work
 from taskgen.models import JudgeBatchJob, Judgment, PipelineRun, WorkUnit
-from taskgen.stages.contract import StageParamsError
-from taskgen.stages.judge.batch import batch_states_forget, judge_batch_job_poll
+from taskgen.stages.contract import RetryLater, StageParamsError
+from taskgen.stages.judge.batch import batch_states_forget, judge_batch_job_poll, judge_batch_unit
 from taskgen.stages.judge.service import _cost, judge_config_for
 from taskgen.stages.judge.work import JUDGE_WORK, judge_params_check
 from tests.factories import RunFactory
@@ -156,6 +158,32 @@ def test_a_run_larger_than_a_jobs_inline_size_is_sent_as_several_jobs(fake_gemin
     assert sorted(int(r["metadata"]["key"]) for [r] in _creates(fake_gemini)) == sorted(e.pk for e in episodes)
     assert len(fake_gemini.polls) == 3 and PipelineRun.objects.get(pk=pipeline_run.pk).done == 3
     assert set(JudgeBatchJob.objects.values_list("state", flat=True)) == {"collected"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_units_reaching_the_submission_together_send_one_job(fake_gemini):
+    fake_gemini.latency, fake_gemini.batch_polls = 1.0, 5  # a slow submission: the other unit arrives meanwhile
+    run, episodes = _run_with(2)
+    pipeline_run = _batch_run(run)
+    config_id = pipeline_run.params["config_id"]
+    outcomes = []
+
+    def unit(episode_id: int) -> None:
+        try:
+            judge_batch_unit(pipeline_run=pipeline_run, config_id=config_id, episode_id=episode_id)
+        except RetryLater as later:
+            outcomes.append(later.reason)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=unit, args=(e.pk,)) for e in episodes]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(fake_gemini.batches) == 1 and len(outcomes) == 2
+    [job] = JudgeBatchJob.objects.all()
+    assert sorted(job.requests.values_list("episode_id", flat=True)) == sorted(e.pk for e in episodes)
 
 
 def test_collecting_a_job_twice_stores_each_judgment_once(fake_gemini):

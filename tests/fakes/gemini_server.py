@@ -104,6 +104,7 @@ class FakeGemini(FakeModelServer):
             self.requests.append(record)
         batch = _BATCH_CREATE.match(handler.path.split("?")[0])
         if batch:
+            time.sleep(max(0.0, self.latency - (time.monotonic() - arrived)))
             return self._send(handler, 200, self._batch_create(batch.group("model"), body))
         if not match:
             missing = {"error": {"code": 404, "message": "no such method", "status": "NOT_FOUND"}}
