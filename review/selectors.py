@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 
-from taskgen.models import Export, PipelineRun, Run, Screenshot
+from taskgen.models import Export, JudgeBatchJob, PipelineRun, Run, Screenshot
 
 # Steps in numeric order, then the final screen; row images (training copies) are not the episode's evidence.
 _SCREEN_ORDER = Case(When(kind=Screenshot.Kind.STEP, then=Value(0)), default=Value(1), output_field=IntegerField())
@@ -25,6 +25,12 @@ def episode_screens() -> QuerySet[Screenshot]:
 
 def pipeline_runs() -> QuerySet[PipelineRun]:
     return PipelineRun.objects.select_related("started_by", "run").defer("result").order_by("-created_at")
+
+
+def judge_batch_jobs(*, pipeline_run_id: int) -> QuerySet[JudgeBatchJob]:
+    """A batch judge run's Gemini jobs, oldest first, each with how many episodes it holds."""
+    return (JudgeBatchJob.objects.filter(pipeline_run_id=pipeline_run_id).annotate(episodes=Count("requests"))
+            .order_by("pk"))
 
 
 def exports() -> QuerySet[Export]:

@@ -225,10 +225,9 @@ CELERY_BEAT_SCHEDULE["validate-summary-refresh"] = {
     "schedule": float(VALIDATE_REFRESH_SECONDS), "options": {"expires": float(VALIDATE_REFRESH_SECONDS)}}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
-# Separate queues so judge calls and browser episodes scale on their own workers.
-CELERY_TASK_ROUTES = {
-    "taskgen.stages.judge.tasks.*": {"queue": "judge"},
-}
+# Separate queues so judge calls and browser episodes scale on their own workers: each engine stage names its queue
+# (StageWork.queue); nothing else is routed.
+CELERY_TASK_ROUTES: dict = {}
 REDIS_URL = env_str("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "")
 
 # Model providers. Without a key the app runs its offline providers and says so on every page.
@@ -272,6 +271,9 @@ JUDGE_CONCURRENCY = env_int("TASKGEN_JUDGE_CONCURRENCY", 16, minimum=1)
 # JUDGE_CONCURRENCY calls in flight back to back (taskgen/stages/judge/service.py holds the in-flight limit).
 JUDGE_THREADS = _judge_threads()
 JUDGE_BATCH_POLL_SECONDS = env_int("TASKGEN_JUDGE_BATCH_POLL", 60, minimum=1)
+# Screenshot bytes one Batch API job carries inline: Gemini takes inline jobs under 20 MB, and base64 adds a third
+# (a run with more is sent as several jobs; an episode larger than this goes alone).
+JUDGE_BATCH_JOB_BYTES = env_int("TASKGEN_JUDGE_BATCH_JOB_MB", 14, minimum=1) * 1024 * 1024
 # USD per million tokens: (input, output). Override with TASKGEN_PRICE_<MODEL>="in,out".
 MODEL_PRICES = {
     "gemini-3.5-flash": (0.30, 2.50),

@@ -65,6 +65,7 @@ def fake_gemini(shared_fake, worker, settings):
     shared_fake.latency, shared_fake.batch_polls, shared_fake.answer = 0.2, 1, lambda body: DEFAULT_ANSWER
     shared_fake.requests.clear()
     shared_fake.batches.clear()
+    shared_fake.polls.clear()
     settings.GEMINI_API_KEY = "test-key-not-real"
     settings.GOOGLE_GEMINI_BASE_URL = shared_fake.base_url
     settings.JUDGE_BATCH_POLL_SECONDS = 1
@@ -185,7 +186,7 @@ def test_the_cli_judges_a_run_through_celery_and_prints_the_summary(fake_gemini,
     assert len(list((tmp_path / "judge").glob("*.json"))) == 3
 
 
-def test_the_cli_batch_option_is_polled_by_a_worker_until_collected(fake_gemini):
+def test_the_cli_batch_option_is_a_run_of_units_the_workers_poll_until_collected(fake_gemini):
     fake_gemini.batch_polls = 2
     run = RunFactory(name="sandbox-batch")
     for i in range(2):
@@ -193,5 +194,8 @@ def test_the_cli_batch_option_is_polled_by_a_worker_until_collected(fake_gemini)
     out, err = io.StringIO(), io.StringIO()
     call_command("taskgen", "judge", "sandbox-batch", "--provider", "gemini", "--batch", stdout=out, stderr=err)
     assert json.loads(out.getvalue().strip().splitlines()[-1])["success"] == 2
-    assert len(fake_gemini.batches) == 1
+    assert len(fake_gemini.batches) == 1 and len(fake_gemini.polls) >= 2  # the workers polled it, a unit at a time
     assert set(Judgment.objects.values_list("source", flat=True)) == {"batch"}
+    assert "through one Gemini Batch API job" in err.getvalue() and "] 2/2 done, 0 failed" in err.getvalue()
+    pipeline_run = PipelineRun.objects.get(run=run)
+    assert list(pipeline_run.units.values_list("status", flat=True)) == ["done", "done"]

@@ -79,7 +79,8 @@ def pipeline_start(request: HttpRequest, stage: str) -> HttpResponse:
 @require_role(Role.ADMIN)
 def pipeline_detail(request: HttpRequest, pk: int) -> HttpResponse:
     pipeline_run = get_object_or_404(selectors.pipeline_runs(), pk=pk)
-    return render(request, "review/pipeline_detail.html", {"pr": pipeline_run})
+    jobs = selectors.judge_batch_jobs(pipeline_run_id=pk) if pipeline_run.params.get("batch") else []
+    return render(request, "review/pipeline_detail.html", {"pr": pipeline_run, "batch_jobs": jobs})
 
 
 @require_GET

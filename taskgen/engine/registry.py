@@ -1,7 +1,7 @@
 """Every stage an admin can start from the app, behind one call: `stage_start(stage=..., params=..., user=...)`.
 
 Every stage runs on the engine (taskgen/engine/stage_table.py) and starts, cancels and resumes through
-taskgen/engine/control.py; the one exception is a judge run through Gemini's Batch API (one job a worker polls).
+taskgen/engine/control.py.
 """
 from __future__ import annotations
 
@@ -9,13 +9,9 @@ import logging
 from collections.abc import Callable
 
 from django.db import transaction
-from django.utils import timezone
 
 from taskgen.engine.control import ResumeError, run_cancel, run_resume, run_start
-from taskgen.engine.stage_table import runs_on_engine
-from taskgen.models import JudgeConfig, PipelineRun, Run
-from taskgen.stages.judge.tasks import judge_start
-from taskgen.stages.judge.work import judge_params_check
+from taskgen.models import PipelineRun
 from taskgen.stages.paths import existing_dir_under_data_root, existing_file_under_data_root
 from taskgen.stages.propose.tasks_file import reviewed_tasks_file_write
 
@@ -60,10 +56,6 @@ def approved_attempt_begin(*, params: dict, user) -> PipelineRun:
 
 
 def judge_begin(*, params: dict, user) -> PipelineRun:
-    if params.get("batch"):  # Gemini's Batch API: one job, polled; not units on the engine
-        config = judge_params_check(params)
-        return judge_start(run=Run.objects.get(pk=config.run), config=JudgeConfig.objects.get(pk=config.config_id),
-                           user=user, batch=True)
     return _engine_start(Stage.JUDGE, params, user)
 
 
@@ -100,33 +92,13 @@ def stage_start(*, stage: str, params: dict, user) -> PipelineRun:
 
 # ── cancel and resume ───────────────────────────────────────────────────────────────────────────────────────────
 
-ACTIVE = [PipelineRun.Status.QUEUED, PipelineRun.Status.RUNNING]
-RESUMABLE = [PipelineRun.Status.FAILED, PipelineRun.Status.CANCELLED]
-
-
-def _on_engine(pipeline_run: PipelineRun) -> bool:
-    return runs_on_engine(pipeline_run.stage) and pipeline_run.units.exists()
-
-
 def pipeline_run_cancel(*, pipeline_run: PipelineRun) -> bool:
-    """Cancel a queued or running run: queued work drops itself, running work stops after its current unit."""
-    if _on_engine(pipeline_run):
-        return run_cancel(pipeline_run=pipeline_run)
-    return PipelineRun.objects.filter(pk=pipeline_run.pk, status__in=ACTIVE).update(
-        status=PipelineRun.Status.CANCELLED, finished_at=timezone.now()) == 1
+    """Cancel a queued or running run: queued units are dropped, units in a worker's hands finish first."""
+    return run_cancel(pipeline_run=pipeline_run)
 
 
 def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
-    """Run again what is not done. A run on the engine reopens its own units (however it was started); a batch
-    judge run starts again with the same values (its start skips judged episodes)."""
-    if _on_engine(pipeline_run):
-        return run_resume(pipeline_run=pipeline_run)
-    if pipeline_run.status not in RESUMABLE:
-        raise ResumeError(f"only a failed or cancelled run can be resumed; this one is {pipeline_run.status}")
-    started_with = (pipeline_run.params or {}).get("started_with")
-    if started_with is None:
-        raise ResumeError("this run was not started from the app, so its start values are unknown")
-    again = stage_start(stage=pipeline_run.stage, params=started_with, user=user)
-    PipelineRun.objects.filter(pk=again.pk).update(params={**again.params, "resumed_from": pipeline_run.pk})
-    again.refresh_from_db()
-    return again
+    """Run again what is not done: the run reopens its own units, however it was started."""
+    if not pipeline_run.units.exists() and pipeline_run.total:
+        raise ResumeError("this run has no work units (it was started before the pipeline engine): start a new one")
+    return run_resume(pipeline_run=pipeline_run)

@@ -45,10 +45,11 @@ def work(*, pipeline_run_id: int, owner: str, slice_seconds: float | None = None
     stage = stage_work(pipeline_run.stage)
     params = stage.read(pipeline_run.params)
     lease = stage.lease_seconds or settings.ENGINE_LEASE_SECONDS
+    count = stage.batch_of(params) if stage.batch_of else stage.batch
     deadline = time.monotonic() + (slice_seconds or settings.ENGINE_SLICE_SECONDS)
     with Heartbeat(pks=[], owner=owner, lease=lease) as heart:
         while time.monotonic() < deadline:
-            batch = units_lease(pipeline_run_id=pipeline_run_id, owner=owner, count=stage.batch, lease_seconds=lease)
+            batch = units_lease(pipeline_run_id=pipeline_run_id, owner=owner, count=count, lease_seconds=lease)
             if not batch:
                 break
             results, failed = _work_batch(stage, pipeline_run, params, batch, heart=heart)

@@ -47,6 +47,7 @@ class StageWork:
     units(params) -> keys: the units of a new run, in order (an empty list: nothing to do).
     do(pipeline_run, params, key) -> JSON-able result of one unit; raises RetryLater, or any error to fail the try.
     finish(pipeline_run, params, failed) -> the run's result summary, once every unit is done or failed.
+    batch_of(params) -> how many units a worker leases at once for this run (else `batch`).
     """
 
     name: str
@@ -57,6 +58,7 @@ class StageWork:
     read: Callable[[dict], StageParams]
     queue: str = "default"
     batch: int = 1
+    batch_of: Callable[[StageParams], int] | None = None
     lease_seconds: int | None = None
     unit_seconds: int | None = None  # the most one unit may take, when more than a lease (the task's time limits)
     max_attempts: int = 3

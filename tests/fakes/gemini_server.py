@@ -6,7 +6,8 @@ it, every request recorded, scripted faults, configurable latency.
     server.requests[0]["body"]                    # the JSON the SDK sent
 
 Batch API: `models/M:batchGenerateContent` stores the inlined requests; `GET batches/N` says running
-`batch_polls` times, then answers every request (scripted faults apply per request, in order).
+`batch_polls` times (each GET's path is kept in `polls`), then answers every request (scripted faults apply per
+request, in order: "429" and "503" are an error in place of that request's answer).
 Faults: "429" (RetryInfo hint of `retry_hint` seconds), "503", "timeout" (answers after `stall` seconds),
 "non_json", "fenced" (the JSON inside a ```json fence), "no_verdict" (JSON without a verdict), "bare_list" (a
 proposal's tasks as a bare JSON list, no {"tasks": ...}), "ok".
@@ -83,6 +84,7 @@ class FakeGemini(FakeModelServer):
         self._proposed = 0
         self.count_images = count_images
         self.batches: dict[str, dict] = {}  # name -> {"model", "requests", "polls_left", "state"}
+        self.polls: list[str] = []  # the paths of the GETs that read a batch's state
         self.batch_polls = 1  # GETs that still say "running" before a batch succeeds
         self.batch_final_state = "BATCH_STATE_SUCCEEDED"
 
@@ -102,6 +104,7 @@ class FakeGemini(FakeModelServer):
             self.requests.append(record)
         batch = _BATCH_CREATE.match(handler.path.split("?")[0])
         if batch:
+            time.sleep(max(0.0, self.latency - (time.monotonic() - arrived)))
             return self._send(handler, 200, self._batch_create(batch.group("model"), body))
         if not match:
             missing = {"error": {"code": 404, "message": "no such method", "status": "NOT_FOUND"}}
@@ -138,6 +141,8 @@ class FakeGemini(FakeModelServer):
         return {"name": name, "metadata": metadata, "done": output is not None}
 
     def _handle_get(self, handler: BaseHTTPRequestHandler) -> None:
+        with self._lock:
+            self.polls.append(handler.path)
         match = _BATCH_GET.match(handler.path.split("?")[0])
         if not match or match.group("name") not in self.batches:
             return self._send(handler, 404, {"error": {"code": 404, "message": "no such batch", "status": "NOT_FOUND"}})
@@ -150,10 +155,17 @@ class FakeGemini(FakeModelServer):
             return self._send(handler, 200, self._batch_operation(name, "BATCH_STATE_RUNNING"))
         if self.batch_final_state != "BATCH_STATE_SUCCEEDED":
             return self._send(handler, 200, self._batch_operation(name, self.batch_final_state))
-        answers = [{"response": self._response(item.get("request") or {}, self._next_fault()),
-                    "metadata": item.get("metadata") or {}} for item in job["requests"]]
+        answers = [self._batch_answer(item) for item in job["requests"]]
         output = {"inlinedResponses": {"inlinedResponses": answers}}
         return self._send(handler, 200, self._batch_operation(name, "BATCH_STATE_SUCCEEDED", output))
+
+    def _batch_answer(self, item: dict) -> dict:
+        """One request's answer in a succeeded batch: a "429" or "503" fault is an error in its place."""
+        fault, metadata = self._next_fault(), item.get("metadata") or {}
+        if fault in ("429", "503"):
+            error = self._error(int(fault))["error"]
+            return {"error": {"code": error["code"], "message": error["message"]}, "metadata": metadata}
+        return {"response": self._response(item.get("request") or {}, fault), "metadata": metadata}
 
     def default_answer(self, body: dict) -> dict:
         """A judge's verdict, or for a proposal request the tasks it asks for."""

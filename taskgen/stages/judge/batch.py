@@ -1,32 +1,226 @@
-"""Judging a run through Gemini's Batch API: the same requests, storage and guarantees as single calls, at half
-the price. `judge_batch_start` submits every episode still without a verdict (cache hits are stored at once) and
-remembers the job on its PipelineRun; `judge_batch_poll` collects the answers once the job is done. Collecting twice
-stores nothing twice: a verdict already stored wins (the judgment's unique constraint is the last word)."""
+"""A judge run through Gemini's Batch API, one unit per episode on the engine: the same requests, storage and
+guarantees as single calls, at half the price.
+
+A unit's try (`judge_batch_unit`): an episode with a verdict is done; else it finds the open request of its episode
+in a job of this run, or submits ONE job for every open unit of the run that has neither a verdict nor a job
+(cache hits are stored at once, never sent; a run whose screenshots exceed Gemini's inline size is cut into several
+jobs); then it polls the job (one call for every unit polled within a few
+seconds, in this process). A running job is `RetryLater` (not a failed try: the slot is freed, the unit comes due
+again); a job that ended without answers, or an answer with an error, fails this unit's try (its next try submits it
+again); a succeeded job's answers are all stored once (collecting twice stores nothing twice: the judgment's unique
+constraint is the last word).
+"""
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from decimal import Decimal
 
-from taskgen.judging import parse_judge_response, verdict_is_inconsistent
-from taskgen.models import Episode, JudgeConfig, PipelineRun, Run
-from taskgen.pipeline_runs import (
-    pipeline_run_create,
-    pipeline_run_error,
-    pipeline_run_finish,
-    pipeline_run_start,
-    pipeline_run_step,
-)
-from taskgen.providers.base import ProviderResult
-from taskgen.stages.judge.service import (
-    JudgeError,
-    _cost,
-    _from_cache,
-    episodes_to_judge,
-    judge_request_build,
-    judge_summary,
-    judgment_store,
-)
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
 
+from taskgen.judging import parse_judge_response, verdict_is_inconsistent
+from taskgen.models import Episode, JudgeBatchJob, JudgeBatchRequest, JudgeConfig, Judgment, PipelineRun, WorkUnit
+from taskgen.providers import ProviderError
+from taskgen.providers.base import ProviderResult
+from taskgen.stages.contract import RetryLater
+from taskgen.stages.judge.service import _cost, _from_cache, judge_request_build, judgment_store
+
+log = logging.getLogger(__name__)
 BATCH_DISCOUNT = Decimal("0.5")
+STATE_CACHE_SECONDS = 5.0  # units polled together make one call; never longer than half the poll interval
+State = JudgeBatchJob.State
+
+
+class BatchJobEnded(RuntimeError):
+    """The batch job holding this episode ended without answers (failed, expired, cancelled, gone)."""
+
+
+class BatchAnswerError(RuntimeError):
+    """The batch job answered this episode's request with an error."""
+
+
+def judge_batch_unit(*, pipeline_run: PipelineRun, config_id: int, episode_id: int) -> str:
+    """One episode of a batch judge run: its verdict once its job's answer is stored; RetryLater while the job
+    runs; an error for a try whose job ended or whose answer was an error."""
+    stored = _stored_verdict(episode_id, config_id)
+    if stored:
+        return stored
+    request = _open_request(pipeline_run.pk, episode_id) or _submit(pipeline_run, config_id, episode_id)
+    if request is None:  # answered from the cache while its job was being built
+        return Judgment.objects.get(episode_id=episode_id, config_id=config_id).verdict
+    if request.job.state == State.RUNNING:
+        judge_batch_job_poll(job=request.job, config_id=config_id)
+    return _outcome(request.pk, config_id)
+
+
+def _stored_verdict(episode_id: int, config_id: int) -> str | None:
+    return (Judgment.objects.filter(episode_id=episode_id, config_id=config_id)
+            .exclude(verdict=Judgment.Verdict.NONE).values_list("verdict", flat=True).first())
+
+
+def _open_request(pipeline_run_id: int, episode_id: int) -> JudgeBatchRequest | None:
+    return (JudgeBatchRequest.objects.filter(job__pipeline_run_id=pipeline_run_id, episode_id=episode_id, open=True)
+            .select_related("job").order_by("-pk").first())
+
+
+# ── submit: one job for every open unit of the run that has no verdict and no job ────────────────────────────────
+
+def _submit(pipeline_run: PipelineRun, config_id: int, episode_id: int) -> JudgeBatchRequest | None:
+    """Under a lock on the run's row (one submitter at a time), submit a job for this episode and every other open
+    unit of the run without a verdict or a job; None when this episode was answered from the cache."""
+    config = JudgeConfig.objects.get(pk=config_id)
+    with transaction.atomic():
+        PipelineRun.objects.select_for_update().filter(pk=pipeline_run.pk).first()
+        request = _open_request(pipeline_run.pk, episode_id)  # submitted by another unit while this one waited
+        if request is not None:
+            return request
+        pending = _build_pending(_episodes_to_send(pipeline_run, config), config)
+        if episode_id not in pending:
+            return None
+        for number, part in enumerate(_jobs_of(pending, first=episode_id)):
+            try:
+                name = _send(pipeline_run, config, part)
+            except (RetryLater, ProviderError):
+                if number == 0:
+                    raise  # this unit's own job: its try fails
+                log.warning("batch job %s of %s not sent; its units send it on their tries", number, pipeline_run)
+                break
+            job = JudgeBatchJob.objects.create(pipeline_run=pipeline_run, name=name)
+            JudgeBatchRequest.objects.bulk_create(
+                [JudgeBatchRequest(job=job, episode_id=pk, **extra) for pk, (_, extra) in part.items()])
+    return _open_request(pipeline_run.pk, episode_id)
+
+
+def _jobs_of(pending: dict[int, tuple], *, first: int) -> list[dict[int, tuple]]:
+    """The requests cut into jobs of at most settings.JUDGE_BATCH_JOB_BYTES of screenshots each (usually one job),
+    the job holding episode `first` first."""
+    jobs: list[dict[int, tuple]] = [{}]
+    size = 0
+    for pk, (request, extra) in pending.items():
+        if jobs[-1] and size + extra["image_bytes"] > settings.JUDGE_BATCH_JOB_BYTES:
+            jobs.append({})
+            size = 0
+        jobs[-1][pk] = (request, extra)
+        size += extra["image_bytes"]
+    return sorted(jobs, key=lambda job: first not in job)
+
+
+def _episodes_to_send(pipeline_run: PipelineRun, config: JudgeConfig) -> list[int]:
+    keys = pipeline_run.units.filter(status__in=[WorkUnit.Status.QUEUED, WorkUnit.Status.RUNNING]).values_list(
+        "key", flat=True)
+    judged = Judgment.objects.filter(config=config).exclude(verdict=Judgment.Verdict.NONE)
+    asked = JudgeBatchRequest.objects.filter(job__pipeline_run=pipeline_run, open=True)
+    return list(Episode.objects.filter(pk__in=[int(key) for key in keys])
+                .exclude(pk__in=judged.values("episode_id")).exclude(pk__in=asked.values("episode_id"))
+                .order_by("pk").values_list("pk", flat=True))
+
+
+def _build_pending(episode_ids: list[int], config: JudgeConfig) -> dict[int, tuple]:
+    """Requests for the episodes to send, by episode id; episodes answered by the cache are stored here."""
+    pending = {}
+    for episode in Episode.objects.filter(pk__in=episode_ids).select_related("task").order_by("pk"):
+        built = judge_request_build(episode=episode, config=config)
+        extra = {"request_hash": built.request_hash, "image_bytes": built.image_bytes}
+        cached = _from_cache(built.request_hash)
+        if cached:
+            judgment_store(episode_id=episode.pk, config_id=config.pk, fields={**cached, **extra})
+        else:
+            pending[episode.pk] = (built.request, extra)
+    return pending
+
+
+def _send(pipeline_run: PipelineRun, config: JudgeConfig, pending: dict[int, tuple]) -> str:
+    """Submit the job; a busy service is a counted try again later, as a busy model is for single calls."""
+    from taskgen.providers.gemini_batch import gemini_batch_submit  # the SDK (40 MB) only where it is used
+
+    try:
+        return gemini_batch_submit(model=config.model, display_name=f"taskgen-judge-{pipeline_run.pk}",
+                                   requests={str(pk): request for pk, (request, _) in pending.items()})
+    except ProviderError as exc:
+        if not exc.transient:
+            raise
+        raise RetryLater(exc.retry_after or 0, f"batch service busy: {exc}", counts=True) from exc
+
+
+# ── poll and collect ─────────────────────────────────────────────────────────────────────────────────────────────
+
+_states: dict[str, tuple[float, object]] = {}
+_states_lock = threading.Lock()
+
+
+def batch_states_forget() -> None:
+    """Drop the states read lately (tests: the next poll asks the service)."""
+    with _states_lock:
+        _states.clear()
+
+
+def _job_state(job: JudgeBatchJob):
+    """The job's state at the service, read at most once every few seconds in this process."""
+    from taskgen.providers.gemini_batch import gemini_batch_get
+
+    keep = min(STATE_CACHE_SECONDS, settings.JUDGE_BATCH_POLL_SECONDS / 2)
+    with _states_lock:
+        seen = _states.get(job.name)
+        if seen and seen[0] > time.monotonic():
+            return seen[1]
+    keys = [str(pk) for pk in job.requests.order_by("pk").values_list("episode_id", flat=True)]
+    state = gemini_batch_get(name=job.name, keys=keys)
+    with _states_lock:
+        _states[job.name] = (time.monotonic() + keep, state)
+    return state
+
+
+def judge_batch_job_poll(*, job: JudgeBatchJob, config_id: int) -> None:
+    """Collect the job once it succeeded (again: nothing is stored twice), or mark it ended; RetryLater while it
+    runs or the service cannot say."""
+    poll = settings.JUDGE_BATCH_POLL_SECONDS
+    try:
+        state = _job_state(job)
+    except ProviderError as exc:
+        if exc.transient:
+            raise RetryLater(exc.retry_after or poll, f"batch job {job.name}: {exc}") from exc
+        state = None  # the job cannot be read (gone): it ended for us
+    if state is not None and state.running:
+        if job.job_state != state.state:
+            JudgeBatchJob.objects.filter(pk=job.pk, state=State.RUNNING).update(job_state=state.state)
+        raise RetryLater(poll, f"batch job {job.name} is {state.state}")
+    if state is not None and state.succeeded:
+        _collect(job, state, config_id)
+        return
+    why = state.state if state is not None else "unreadable"
+    JudgeBatchJob.objects.filter(pk=job.pk, state=State.RUNNING).update(
+        state=State.ENDED, job_state=why, finished_at=timezone.now())
+
+
+def _collect(job: JudgeBatchJob, state, config_id: int) -> None:
+    """Store every answer of a succeeded job once (the job's row is locked: one collector) and keep each
+    request's error."""
+    config = JudgeConfig.objects.get(pk=config_id)
+    with transaction.atomic():
+        locked = JudgeBatchJob.objects.select_for_update().get(pk=job.pk)
+        if locked.state != State.RUNNING:
+            return
+        requests = {str(r.episode_id): r for r in locked.requests.all()}
+        answered = set()
+        for answer in state.answers:
+            request = requests.get(answer.key)
+            if request is None:
+                continue  # not ours: never store an answer under a guessed episode
+            answered.add(answer.key)
+            if answer.result is None:
+                request.error = answer.error or "no answer"
+                continue
+            fields = {**_fields(config, answer.result), "request_hash": request.request_hash,
+                      "image_bytes": request.image_bytes}
+            judgment_store(episode_id=request.episode_id, config_id=config.pk, fields=fields)
+        for key in set(requests) - answered:
+            requests[key].error = "the job's output has no answer for it"
+        JudgeBatchRequest.objects.bulk_update(list(requests.values()), ["error"])
+        JudgeBatchJob.objects.filter(pk=job.pk).update(state=State.COLLECTED, job_state=state.state,
+                                                       finished_at=timezone.now())
 
 
 def _fields(config: JudgeConfig, result: ProviderResult) -> dict:
@@ -38,69 +232,13 @@ def _fields(config: JudgeConfig, result: ProviderResult) -> dict:
             .quantize(Decimal("0.000001")), "source": "batch"}
 
 
-def _build_pending(run: Run, config: JudgeConfig, pipeline_run_id: int) -> dict:
-    """Requests for the episodes to send; episodes answered by the cache are stored and counted here."""
-    pending = {}
-    for episode in Episode.objects.filter(pk__in=episodes_to_judge(run=run, config=config)).select_related("task"):
-        built = judge_request_build(episode=episode, config=config)
-        cached = _from_cache(built.request_hash)
-        extra = {"request_hash": built.request_hash, "image_bytes": built.image_bytes}
-        if cached:
-            judgment_store(episode_id=episode.pk, config_id=config.pk, fields={**cached, **extra})
-            pipeline_run_step(pipeline_run_id=pipeline_run_id, ok=True)
-        else:
-            pending[str(episode.pk)] = (built.request, extra)
-    return pending
-
-
-def judge_batch_start(*, run: Run, config: JudgeConfig, user=None) -> PipelineRun:
-    """Submit one batch job for the run's episodes without a verdict (the caller has it polled until done; a run
-    with nothing to send is finished at once)."""
-    if config.provider != "gemini":
-        raise JudgeError("the Batch API is Gemini's: use --provider gemini, or judge without --batch")
-    total = len(episodes_to_judge(run=run, config=config))
-    pipeline_run = pipeline_run_create(stage=PipelineRun.Stage.JUDGE, user=user, run=run, total=total,
-                                       params={"judge": config.key, "config_id": config.pk, "batch": True})
-    pipeline_run_start(pipeline_run_id=pipeline_run.pk, total=total)
-    pending = _build_pending(run, config, pipeline_run.pk)
-    if not pending:
-        pipeline_run_finish(pipeline_run_id=pipeline_run.pk, result=judge_summary(run=run, config=config))
-        return pipeline_run
-    from taskgen.providers.gemini_batch import gemini_batch_submit  # the SDK (40 MB) only where it is used
-
-    name = gemini_batch_submit(model=config.model, display_name=f"taskgen-{run.name}-{pipeline_run.pk}",
-                               requests={key: request for key, (request, _) in pending.items()})
-    pipeline_run.params = {**pipeline_run.params, "batch_name": name, "keys": list(pending),
-                           "extra": {key: extra for key, (_, extra) in pending.items()}}
-    pipeline_run.save(update_fields=["params"])
-    return pipeline_run
-
-
-def judge_batch_poll(*, pipeline_run_id: int) -> bool:
-    """Collect the batch if it has finished; True when the PipelineRun is closed, False to poll again later."""
-    pipeline_run = PipelineRun.objects.select_related("run").get(pk=pipeline_run_id)
-    if pipeline_run.is_finished:
-        return True
-    params = pipeline_run.params
-    config = JudgeConfig.objects.get(pk=params["config_id"])
-    from taskgen.providers.gemini_batch import gemini_batch_get
-
-    state = gemini_batch_get(name=params["batch_name"], keys=params["keys"])
-    if state.running:
-        return False
-    if not state.succeeded:
-        pipeline_run_error(pipeline_run_id=pipeline_run_id, error=f"batch {state.name} ended {state.state}")
-        pipeline_run_finish(pipeline_run_id=pipeline_run_id, failed=True,
-                            result=judge_summary(run=pipeline_run.run, config=config, errors=len(params["keys"])))
-        return True
-    for answer in state.answers:
-        if answer.key not in params["extra"]:
-            continue  # not ours: never store an answer under a guessed episode
-        if answer.result is None:
-            pipeline_run_step(pipeline_run_id=pipeline_run_id, ok=False, error=f"episode {answer.key}: {answer.error}")
-            continue
-        fields = {**_fields(config, answer.result), **params["extra"][answer.key]}
-        judgment_store(episode_id=int(answer.key), config_id=config.pk, fields=fields)
-        pipeline_run_step(pipeline_run_id=pipeline_run_id, ok=True)
-    pipeline_run_finish(pipeline_run_id=pipeline_run_id, result=judge_summary(run=pipeline_run.run, config=config))
-    return True
+def _outcome(request_pk: int, config_id: int) -> str:
+    """What the ended job holds for this unit, taken once: the request is closed, so the next try submits again."""
+    request = JudgeBatchRequest.objects.select_related("job").get(pk=request_pk)
+    JudgeBatchRequest.objects.filter(pk=request_pk).update(open=False)
+    job = request.job
+    if job.state == State.ENDED:
+        raise BatchJobEnded(f"batch job {job.name} ended {job.job_state}")
+    if request.error:
+        raise BatchAnswerError(f"batch job {job.name} answered with an error: {request.error}")
+    return Judgment.objects.get(episode_id=request.episode_id, config_id=config_id).verdict

@@ -1,19 +1,18 @@
 """`taskgen judge RUN`: judge a run's episodes that have no verdict yet, show progress, print the summary JSON.
 
-The rules provider (offline) judges in this process; gemini queues Celery tasks on the `judge` queue and waits for
-the workers, unless --workers N asks for N threads here instead.
+The rules provider (offline) judges in this process; gemini queues the run's units on the `judge` queue and waits for
+the workers, unless --workers N asks for N threads here instead; --batch sends them as one Gemini Batch API job the
+workers poll.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 from django.conf import settings
 
 from taskgen.engine.control import run_start
-from taskgen.engine.registry import stage_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.providers import provider_names
@@ -33,7 +32,8 @@ from taskgen.stages.lookup import run_find
 
 NAME = "judge"
 HELP = "Judge a run's episodes (only those without a verdict yet) and print the reference's summary JSON."
-POLL_SECONDS = 1.0
+STALL_SECONDS = 600
+BATCH_STALL_SECONDS = 25 * 3600  # Gemini answers a batch job within a day
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,11 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=0,
                         help="judge here with N calls in flight instead of queueing Celery tasks")
     parser.add_argument("--batch", action="store_true",
-                        help="send the run as one Gemini Batch API job (half price; a worker polls it)")
+                        help="send the run as one Gemini Batch API job (half price; the workers poll it)")
     parser.add_argument("--write-dir", type=Path, default=None,
                         help="also write <task_id>.json per judged episode, in the reference judge format")
-    parser.add_argument("--stall-seconds", type=float, default=600,
-                        help="stop waiting (exit 1, naming the units not done) when no episode finished for this long")
+    parser.add_argument("--stall-seconds", type=float, default=None,
+                        help="stop waiting (exit 1, naming the units not done) when no episode finished for this long "
+                             f"(default {STALL_SECONDS}; with --batch {BATCH_STALL_SECONDS})")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the request per episode as JSON lines and call nothing")
 
@@ -62,20 +63,6 @@ def _dry_run(run: Run, config, stdout) -> int:
                 "images": built.image_paths}
         stdout.write(json.dumps(line, ensure_ascii=False))
     return 0
-
-
-def _wait(pipeline_run: PipelineRun, stderr) -> PipelineRun:
-    last = None
-    while True:
-        pipeline_run.refresh_from_db()
-        shown = (pipeline_run.done, pipeline_run.failed)
-        if shown != last:
-            stderr.write(f"judged {pipeline_run.done + pipeline_run.failed}/{pipeline_run.total} "
-                         f"({pipeline_run.failed} failed)")
-            last = shown
-        if pipeline_run.is_finished:
-            return pipeline_run
-        time.sleep(POLL_SECONDS)
 
 
 def _write_dir(run: Run, config, out: Path, stderr) -> int:
@@ -105,12 +92,7 @@ def run(options: dict, stdout, stderr) -> int:
         config = judge_config_for(options["provider"], options["model"], None, options["images"])
         if options["dry_run"]:
             return _dry_run(found, config, stdout)
-        if options["batch"]:
-            pipeline_run = _wait(stage_start(stage=PipelineRun.Stage.JUDGE, params={
-                "run": found.pk, "config_id": config.pk, "batch": True}, user=None), stderr)
-            code = 1 if pipeline_run.failed else 0
-        else:
-            code, pipeline_run = _judge_on_engine(found, config, options, stderr)
+        code, pipeline_run = _judge_on_engine(found, config, options, stderr)
     except (JudgeError, PromptFileError, ValueError) as exc:
         stderr.write(f"judge: {exc}")
         return 2
@@ -125,9 +107,11 @@ def run(options: dict, stdout, stderr) -> int:
 
 def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, PipelineRun]:
     """A judge run on the engine, worked here with threads (--workers N, or the offline rules judge) or by the
-    Celery workers; waits with a progress bar; non-zero when any episode is not judged."""
+    Celery workers (--batch: they poll its Batch API job); waits with a progress bar; non-zero when any episode is
+    not judged."""
+    batch = options["batch"]
     pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE, params=JudgeParams(
-        run=run.pk, config_id=config.pk, judge=config.key))
+        run=run.pk, config_id=config.pk, judge=config.key, batch=batch))
     if not pipeline_run.total:
         stderr.write(f"nothing to judge: every recorded episode of {run.name} has a verdict under {config.key}")
         return 0, pipeline_run
@@ -136,9 +120,10 @@ def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, Pipe
     calls_in_flight_choose(calls or None)
     where = (f"here with {calls} call{'s' if calls > 1 else ''} in flight" if here
              else "by the workers of the `judge` queue (celery -A taskgen worker)")
-    stderr.write(f"judging {pipeline_run.total} episodes of {run.name} with {config.key} {where}")
-    waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=here,
-                      stall_seconds=options["stall_seconds"])
+    how = " through one Gemini Batch API job" if batch else ""
+    stderr.write(f"judging {pipeline_run.total} episodes of {run.name} with {config.key}{how} {where}")
+    stall = options["stall_seconds"] or (BATCH_STALL_SECONDS if batch else STALL_SECONDS)
+    waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=here, stall_seconds=stall)
     return wait_report(waited=waited, stream=stderr), waited.pipeline_run
 
 

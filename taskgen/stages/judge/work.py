@@ -1,4 +1,5 @@
-"""The judge stage as the engine runs it: one unit per recorded episode still without a verdict."""
+"""The judge stage as the engine runs it: one unit per recorded episode still without a verdict, judged by a call
+each, or (batch) through one Gemini Batch API job its units poll (taskgen/stages/judge/batch.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,16 +8,21 @@ from django.conf import settings
 
 from taskgen.models import JudgeConfig, PipelineRun, Run
 from taskgen.stages.contract import StageParams, StageParamsError, StageWork
+from taskgen.stages.judge.batch import judge_batch_unit
 from taskgen.stages.judge.service import JudgeError, episodes_to_judge, judge_config_for, judge_episode, judge_summary
+
+# A batch run's units are leased this many at a time: those polled together make one call to the batch service.
+BATCH_LEASE = 1000
 
 
 @dataclass(frozen=True)
 class JudgeParams(StageParams):
-    """Which run, under which judge config (its key is kept for pages)."""
+    """Which run, under which judge config (its key is kept for pages); batch: through Gemini's Batch API."""
 
     run: int
     config_id: int
     judge: str = ""
+    batch: bool = False
 
 
 def judge_params_check(raw: dict) -> JudgeParams:
@@ -35,7 +41,10 @@ def judge_params_check(raw: dict) -> JudgeParams:
                                       raw.get("image_policy"))
         except (JudgeError, ValueError) as exc:
             raise StageParamsError(str(exc)) from exc
-    return JudgeParams(run=run.pk, config_id=config.pk, judge=config.key)
+    batch = bool(raw.get("batch"))
+    if batch and config.provider != "gemini":
+        raise StageParamsError("the Batch API is Gemini's: judge with provider gemini, or without batch")
+    return JudgeParams(run=run.pk, config_id=config.pk, judge=config.key, batch=batch)
 
 
 def _units(params: JudgeParams) -> list[str]:
@@ -44,6 +53,8 @@ def _units(params: JudgeParams) -> list[str]:
 
 
 def _do(pipeline_run: PipelineRun, params: JudgeParams, key: str) -> str:
+    if params.batch:
+        return judge_batch_unit(pipeline_run=pipeline_run, config_id=params.config_id, episode_id=int(key))
     judgment = judge_episode(episode_id=int(key), config_id=params.config_id, pipeline_run_id=pipeline_run.pk,
                              in_worker=True)
     return judgment.verdict
@@ -56,7 +67,8 @@ def _finish(pipeline_run: PipelineRun, params: JudgeParams, failed: int) -> dict
 
 JUDGE_WORK = StageWork(
     name=PipelineRun.Stage.JUDGE, check=judge_params_check, read=JudgeParams.from_json, units=_units, do=_do,
-    finish=_finish, queue="judge", batch=1, max_attempts=settings.JUDGE_MAX_ATTEMPTS,
+    finish=_finish, queue="judge", batch=1, batch_of=lambda params: BATCH_LEASE if params.batch else 1,
+    max_attempts=settings.JUDGE_MAX_ATTEMPTS,
     # A message per judge-worker thread, for two workers: surplus ones wait in the queue and find nothing to do.
     workers=2 * settings.JUDGE_THREADS,
     nothing_to_do="nothing to judge: every recorded episode of the run has a verdict under this judge",
