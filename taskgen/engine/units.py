@@ -28,9 +28,17 @@ class Leased:
     attempts: int
 
 
+ANALYZE_FROM = 1000  # units in one run from which PostgreSQL's statistics are refreshed when they are created
+
+
 def units_create(*, pipeline_run: PipelineRun, keys: list[str]) -> int:
-    """One queued unit per key (in bulk); the run's total is their number."""
+    """One queued unit per key (in bulk); the run's total is their number. A big run on PostgreSQL has the units
+    table's statistics refreshed first (once, ANALYZE samples a fixed number of rows): planned with statistics from
+    before the run, where it has no rows, a lease reads all of the run's units and sorts them, at every unit."""
     WorkUnit.objects.bulk_create([WorkUnit(pipeline_run=pipeline_run, key=key) for key in keys], batch_size=BULK)
+    if connection.vendor == "postgresql" and len(keys) >= ANALYZE_FROM:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {connection.ops.quote_name(WorkUnit._meta.db_table)}")
     return len(keys)
 
 
@@ -40,16 +48,19 @@ def _due(pipeline_run_id: int):
         Q(not_before__isnull=True) | Q(not_before__lte=now))
 
 
-def units_lease(*, pipeline_run_id: int, owner: str, count: int, lease_seconds: int) -> list[Leased]:
-    """Claim up to `count` due units for `owner` until now + lease: on PostgreSQL one conditional UPDATE ...
-    RETURNING over rows locked with SKIP LOCKED (workers never wait on each other); elsewhere a select and a
-    conditional update in one transaction (SQLite serialises writers anyway)."""
+def units_lease(*, pipeline_run_id: int, owner: str, count: int, lease_seconds: int,
+                after: int = 0) -> list[Leased]:
+    """Claim up to `count` due units for `owner` until now + lease, in id order from after the unit `after` (a
+    worker's last one: the units before it are settled or held, so the lease starts where the work is instead of
+    stepping over every settled unit of the run each time): on PostgreSQL one conditional UPDATE ... RETURNING over
+    rows locked with SKIP LOCKED (workers never wait on each other); elsewhere a select and a conditional update in
+    one transaction (SQLite serialises writers anyway)."""
     now = timezone.now()
     until = now + timedelta(seconds=lease_seconds)  # the heartbeat renews it while the batch is worked
     if connection.vendor == "postgresql":
-        return _lease_postgresql(pipeline_run_id, owner[:200], count, now, until)
+        return _lease_postgresql(pipeline_run_id, owner[:200], count, now, until, after)
     with transaction.atomic():
-        due = _due(pipeline_run_id).order_by("pk")
+        due = _due(pipeline_run_id).filter(pk__gt=after).order_by("pk")
         if connection.features.has_select_for_update_skip_locked:
             due = due.select_for_update(skip_locked=True)
         rows = list(due.values_list("pk", "key", "attempts")[:count])
@@ -62,15 +73,15 @@ def units_lease(*, pipeline_run_id: int, owner: str, count: int, lease_seconds: 
 
 LEASE_SQL = """
 UPDATE {table} SET status = %s, lease_owner = %s, lease_until = %s, attempts = attempts + 1
-WHERE id IN (SELECT id FROM {table} WHERE pipeline_run_id = %s AND status = %s
+WHERE id IN (SELECT id FROM {table} WHERE pipeline_run_id = %s AND status = %s AND id > %s
              AND (not_before IS NULL OR not_before <= %s) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)
 RETURNING id, key, attempts"""
 
 
-def _lease_postgresql(pipeline_run_id: int, owner: str, count: int, now, until) -> list[Leased]:
+def _lease_postgresql(pipeline_run_id: int, owner: str, count: int, now, until, after: int) -> list[Leased]:
     sql = LEASE_SQL.format(table=connection.ops.quote_name(WorkUnit._meta.db_table))
     with connection.cursor() as cursor:
-        cursor.execute(sql, [Status.RUNNING, owner, until, pipeline_run_id, Status.QUEUED, now, count])
+        cursor.execute(sql, [Status.RUNNING, owner, until, pipeline_run_id, Status.QUEUED, after, now, count])
         rows = cursor.fetchall()
     return [Leased(pk, key, attempts) for pk, key, attempts in sorted(rows)]
 

@@ -47,11 +47,17 @@ def work(*, pipeline_run_id: int, owner: str, slice_seconds: float | None = None
     lease = stage.lease_seconds or settings.ENGINE_LEASE_SECONDS
     count = stage.batch_of(params) if stage.batch_of else stage.batch
     deadline = time.monotonic() + (slice_seconds or settings.ENGINE_SLICE_SECONDS)
+    after = 0  # the last unit this slice leased; units before it that came due again are leased when none is after
     with Heartbeat(pks=[], owner=owner, lease=lease) as heart:
         while time.monotonic() < deadline:
-            batch = units_lease(pipeline_run_id=pipeline_run_id, owner=owner, count=count, lease_seconds=lease)
+            batch = units_lease(pipeline_run_id=pipeline_run_id, owner=owner, count=count, lease_seconds=lease,
+                                after=after)
+            if not batch and after:
+                after = 0
+                continue
             if not batch:
                 break
+            after = batch[-1].pk
             results, failed = _work_batch(stage, pipeline_run, params, batch, heart=heart)
             if not run_batch_record(pipeline_run_id=pipeline_run_id, results=results, failed=failed):
                 return None  # finished or cancelled meanwhile: the units in hand were recorded
