@@ -195,3 +195,48 @@ def test_a_lease_in_a_big_run_starts_at_the_workers_last_unit_without_reading_th
         cursor.execute("EXPLAIN " + inner, [pipeline_run.pk, "queued", settled[-1], timezone.now(), 1])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Sort" not in plan, plan
+
+
+def test_a_stage_that_works_its_units_together_is_called_once_per_batch_and_each_unit_keeps_its_own_outcome(
+        monkeypatch, sent):
+    """do_batch: one call for the leased batch; a unit given an error fails its try alone and is tried again, a
+    unit left out gets an error saying so, the others are done with their results."""
+    calls: list[list[str]] = []
+
+    def together(pipeline_run, params, keys):
+        calls.append(list(keys))
+        first_try = len(calls) == 1
+        outcomes = {key: f"wrote {key}" for key in keys if key != "c" or not first_try}
+        if first_try:
+            outcomes["b"] = OSError("disk full")
+        return outcomes
+
+    monkeypatch.setitem(ENGINE_STAGES, "batch-test", StageWork(
+        name="batch-test", check=StageParams.from_json, read=StageParams.from_json, units=lambda p: list("abcd"),
+        do=lambda *args: pytest.fail("do is not called when the stage works its units together"),
+        do_batch=together, finish=lambda *args: {}, batch=10))
+    pipeline_run = run_start(stage="batch-test", params={})
+    work(pipeline_run_id=pipeline_run.pk, owner="w1")
+    units = {u.key: u for u in pipeline_run.units.all()}
+    assert calls == [["a", "b", "c", "d"]]
+    assert (units["a"].status, units["a"].result, units["d"].status) == ("done", "wrote a", "done")
+    assert units["b"].status == "queued" and "OSError: disk full" in units["b"].last_error
+    assert units["c"].status == "queued" and "no outcome for this unit" in units["c"].last_error
+    WorkUnit.objects.filter(pipeline_run=pipeline_run).update(not_before=None)
+    assert work(pipeline_run_id=pipeline_run.pk, owner="w1") is None
+    pipeline_run.refresh_from_db()
+    assert calls[1] == ["b", "c"] and (pipeline_run.status, pipeline_run.done) == ("done", 4)
+
+
+def test_a_batch_call_that_raises_is_every_units_error(monkeypatch, sent):
+    def broken(pipeline_run, params, keys):
+        raise ConnectionError("database went away")
+
+    monkeypatch.setitem(ENGINE_STAGES, "broken-batch", StageWork(
+        name="broken-batch", check=StageParams.from_json, read=StageParams.from_json, units=lambda p: ["x", "y"],
+        do=lambda *args: None, do_batch=broken, finish=lambda *args: {}, batch=10, max_attempts=1))
+    pipeline_run = run_start(stage="broken-batch", params={})
+    work(pipeline_run_id=pipeline_run.pk, owner="w1")
+    errors = dict(pipeline_run.units.values_list("key", "last_error"))
+    assert all("ConnectionError: database went away" in error for error in errors.values()), errors
+    assert set(pipeline_run.units.values_list("status", flat=True)) == {"failed"}

@@ -44,7 +44,8 @@ def processes(tmp_path, settings, monkeypatch):
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.celery_worker_settings",
            "TASKGEN_WORKER_DB_NAME": str(connection.settings_dict["NAME"]),
            "TASKGEN_MEDIA_ROOT": str(settings.MEDIA_ROOT), "TASKGEN_DATA_ROOT": str(settings.DATA_ROOT),
-           "CELERY_BROKER_URL": django_settings.CELERY_BROKER_URL, **SHORT_LEASES}
+           "CELERY_BROKER_URL": django_settings.CELERY_BROKER_URL, **SHORT_LEASES,
+           "TASKGEN_EXPORT_WORKERS": "1"}  # one writer: episodes written in order, so the kill lands where it blocks
     started: list[subprocess.Popen] = []
 
     def start(kind: str, queues: str = "default", concurrency: int = 1) -> subprocess.Popen:

@@ -102,10 +102,13 @@ def _work_batch(stage: StageWork, pipeline_run: PipelineRun, params: StageParams
     done (to be recorded by the caller) and how many units failed for good."""
     results: dict[int, object] = {}
     failed = 0
+    heart.pks = [u.pk for u in batch]
+    together = _do_together(stage, pipeline_run, params, batch) if stage.do_batch else None
     for position, unit in enumerate(batch):
         heart.pks = [u.pk for u in batch[position:]]
         try:
-            results[unit.pk] = stage.do(pipeline_run, params, unit.key)
+            results[unit.pk] = (_outcome(together[unit.key]) if together is not None
+                                else stage.do(pipeline_run, params, unit.key))
         except RetryLater as later:
             failed += _again(stage, pipeline_run, unit, later)
         except Exception as exc:  # one unit's failure is recorded on it; the batch goes on
@@ -113,6 +116,25 @@ def _work_batch(stage: StageWork, pipeline_run: PipelineRun, params: StageParams
             failed += _failed_try(stage, pipeline_run, unit, f"{type(exc).__name__}: {exc}")
     heart.pks = []
     return results, failed
+
+
+def _do_together(stage: StageWork, pipeline_run: PipelineRun, params: StageParams,
+                 batch: list[Leased]) -> dict[str, object]:
+    """The batch's outcomes from the stage's do_batch, each unit's result or the error its try ended with; an error
+    of the whole call is every unit's, and a unit it left out has an error saying so."""
+    keys = [unit.key for unit in batch]
+    try:
+        outcomes = stage.do_batch(pipeline_run, params, keys)
+    except Exception as exc:  # noqa: BLE001  (recorded on each unit below, as if each had raised it)
+        return dict.fromkeys(keys, exc)
+    missing = RuntimeError("the stage's batch gave no outcome for this unit")
+    return {key: outcomes.get(key, missing) for key in keys}
+
+
+def _outcome(outcome: object) -> object:
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 def _again(stage: StageWork, pipeline_run: PipelineRun, unit: Leased, later: RetryLater) -> int:

@@ -9,6 +9,7 @@ import time
 import httpx2 as httpx  # the SDK 3.x sends through httpx2
 from django.conf import settings
 from google import genai
+from google.genai import _common as genai_common
 from google.genai import errors as genai_errors
 from google.genai import types
 
@@ -18,6 +19,19 @@ TRANSIENT_STATUSES = {408, 429, 500, 502, 503, 504}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)s\s*$")
 _clients: dict[tuple, genai.Client] = {}
 _clients_lock = threading.Lock()
+
+
+def _no_field_is_a_member(model: object, key: object) -> bool:
+    """`key in model` for the SDK's pydantic models, answered at once. The SDK converts every request with
+    `key in data` (genai/_common.py: get_value_by_path) before it falls back to getattr; a pydantic model has no
+    __contains__, so Python walks the model's (name, value) pairs, and a string key never equals a pair: the answer
+    is always False, after a walk over every field, hundreds of times per request (two thirds of the conversion's
+    CPU with ten screenshots). tests/test_providers_gemini_sdk.py checks the converted request is unchanged."""
+    return False
+
+
+if "__contains__" not in vars(genai_common.BaseModel):
+    genai_common.BaseModel.__contains__ = _no_field_is_a_member
 
 
 def gemini_client() -> genai.Client:

@@ -46,6 +46,9 @@ class StageWork:
     check(raw) -> params: validate once, at the edge; raises StageParamsError.
     units(params) -> keys: the units of a new run, in order (an empty list: nothing to do).
     do(pipeline_run, params, key) -> JSON-able result of one unit; raises RetryLater, or any error to fail the try.
+    do_batch(pipeline_run, params, keys) -> {key: result, or the exception that unit's try ended with}: optional,
+        for a stage whose units are cheaper done together (one query for the batch's episodes, files written by a
+        few threads); the engine then calls it once per leased batch instead of `do` per unit.
     finish(pipeline_run, params, failed) -> the run's result summary, once every unit is done or failed.
     batch_of(params) -> how many units a worker leases at once for this run (else `batch`).
     """
@@ -65,3 +68,4 @@ class StageWork:
     workers: int = 0  # worker messages sent per run (0: settings.ENGINE_WORKERS_PER_RUN); each is one worker slot
     nothing_to_do: str = "nothing to do"
     run_of: Callable[[StageParams], int | None] = lambda params: None
+    do_batch: Callable[[Any, StageParams, list[str]], dict[str, Any]] | None = None

@@ -136,6 +136,38 @@ def export_write_dir(*, manifest: dict, out: Path, on_episode: Callable[[bool, s
     return outcome
 
 
+def episodes_write(*, entries: list[dict], out: Path, workers: int | None = None) -> dict[str, bool | Exception]:
+    """Write these manifest entries' folders under `out` (their text read in one query, the files by `workers`
+    threads): per task id, True when written, False when it was there already, or the error that stopped it (an
+    episode deleted since the selection fails alone)."""
+    out.mkdir(parents=True, exist_ok=True)
+    workers = workers or settings.EXPORT_WORKERS
+    outcomes: dict[str, bool | Exception] = {}
+    with _InlinePool() if workers == 1 else ThreadPoolExecutor(workers, thread_name_prefix="export") as pool:
+        futures = {pool.submit(episode_write_dir, episode=episode, out=out): episode.task_id
+                   for episode in _episodes_each_found(entries, outcomes)}
+        for future, task_id in futures.items():
+            try:
+                outcomes[task_id] = future.result()
+            except (OSError, ExportError) as exc:
+                outcomes[task_id] = exc
+    return outcomes
+
+
+def _episodes_each_found(entries: list[dict], outcomes: dict[str, bool | Exception]) -> Iterator[EpisodeFiles]:
+    """export_episodes over all the entries; when one is missing, the others one by one (its error in outcomes)."""
+    try:
+        yield from export_episodes(entries)
+        return
+    except ExportError:
+        pass
+    for entry in entries:
+        try:
+            yield from export_episodes([entry])
+        except ExportError as exc:
+            outcomes[entry["task_id"]] = exc
+
+
 class _InlinePool:
     """One writer: each episode is written on the calling thread, with no hand-off between threads per episode."""
 

@@ -1,5 +1,6 @@
 """The export stage as the engine runs it: one unit per selected episode (its rows folder), so progress, cancel and
-resume are per episode; `finish` writes _report.json and _manifest.json and records the Export, once.
+resume are per episode, leased a hundred at a time and written together (one query, a few writer threads);
+`finish` writes _report.json and _manifest.json and records the Export, once.
 
 The episode list is chosen once, when the run starts (`export_params_check`), and kept as a content-addressed file
 (DATA_ROOT/.export-manifests/<sha256>.json, named in the run's parameters), so every worker and every resume writes
@@ -18,7 +19,7 @@ from django.conf import settings
 
 from taskgen.models import Export, JudgeConfig, PipelineRun, Run
 from taskgen.stages.contract import StageParams, StageParamsError, StageWork
-from taskgen.stages.export.output import episode_write_dir, export_episodes
+from taskgen.stages.export.output import episode_write_dir, episodes_write, export_episodes
 from taskgen.stages.export.select import (
     ExportError,
     export_manifest,
@@ -95,6 +96,13 @@ def _do(pipeline_run: PipelineRun, params: ExportParams, key: str) -> None:
         episode_write_dir(episode=episode, out=out)
 
 
+def _do_batch(pipeline_run: PipelineRun, params: ExportParams, keys: list[str]) -> dict[str, object]:
+    """Write a batch of episodes' folders: their text in one query, the files by a few threads."""
+    entries = _entries(params.manifest_sha256)
+    written = episodes_write(entries=[entries[key] for key in keys], out=Path(params.out_dir))
+    return {key: None if isinstance(outcome, bool) else outcome for key, outcome in written.items()}
+
+
 def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dict:
     """With every episode written: _report.json, _manifest.json and the Export row (once, whoever finishes)."""
     manifest = export_manifest_read(params.manifest_sha256)
@@ -115,7 +123,7 @@ def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dic
 
 EXPORT_WORK = StageWork(
     name=PipelineRun.Stage.EXPORT, check=export_params_check, read=ExportParams.from_json, units=_units, do=_do,
-    finish=_finish, queue="default", batch=1, max_attempts=3,
+    finish=_finish, queue="default", batch=100, max_attempts=3, do_batch=_do_batch,
     nothing_to_do="nothing to export: no approved episode with rows in this run",
     run_of=lambda params: params.run,
 )

@@ -1,0 +1,33 @@
+"""The google-genai SDK's request conversion, as the app runs it (taskgen/providers/gemini.py answers `key in model`
+at once for the SDK's pydantic models): the request sent must be exactly what the unpatched SDK sends."""
+from __future__ import annotations
+
+from google import genai
+from google.genai import _common as genai_common
+from google.genai.models import _GenerateContentParameters_to_mldev
+
+from taskgen.providers import gemini
+from taskgen.providers.base import ProviderImage, ProviderRequest
+
+
+def _converted(request: ProviderRequest) -> dict:
+    client = genai.Client(api_key="test-key")
+    parameters = genai.types._GenerateContentParameters(model=request.model, contents=gemini._contents(request),
+                                                        config=gemini._config(request))
+    return _GenerateContentParameters_to_mldev(client._api_client, parameters, None, parameters)
+
+
+def test_the_request_the_sdk_builds_is_the_same_with_and_without_the_fast_membership_test(monkeypatch):
+    assert genai_common.BaseModel.__contains__ is gemini._no_field_is_a_member  # installed on import
+    request = ProviderRequest(model="gemini-test", system="You judge <episodes>.", prompt="Task: buy a mug. 'quoted'",
+                              images=[ProviderImage(b"\x89PNG one", "image/png", label="step_1.png"),
+                                      ProviderImage(b"RIFF two", "image/webp", label="final.png")],
+                              json_mode=True, media_resolution="MEDIA_RESOLUTION_MEDIUM")
+    fast = _converted(request)
+    monkeypatch.delattr(genai_common.BaseModel, "__contains__")  # the SDK as shipped: Python walks the fields
+    shipped = _converted(request)
+    assert fast == shipped
+    assert fast["generationConfig"]["mediaResolution"] == "MEDIA_RESOLUTION_MEDIUM"
+    blobs = [part["inlineData"] for part in fast["contents"][0]["parts"] if "inlineData" in part]
+    assert [(blob.mime_type, blob.data) for blob in blobs] == [("image/png", b"\x89PNG one"),
+                                                               ("image/webp", b"RIFF two")]
