@@ -122,7 +122,7 @@ def run_reference(run_dir: Path, out: Path, budget: int) -> tuple[float, float, 
 
 
 def run_app(run_dir: Path, out: Path, budget: int, workers: int | None) -> tuple[float, float, float]:
-    threads = ["--workers", str(workers)] if workers else []  # the export run's units worked by N threads here
+    threads = ["--workers", str(workers)] if workers else []  # the export run's units worked by N engine workers here
     return _timed([sys.executable, "manage.py", "taskgen", "rows", str(run_dir), "--out", str(out),
                    "--budget", str(budget), *threads], _app_env())
 
@@ -143,7 +143,8 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=6000)  # the harness's episodes are short: 27,644 rows
     parser.add_argument("--budget", type=int, default=27644)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workers", default="", help="thread counts to try besides the default, e.g. 1,2,4")
+    parser.add_argument("--workers", default="", help="`taskgen rows --workers` values to try besides the default "
+                        "(engine workers in the command's process, each writing its batch with a few threads), e.g. 2")
     args = parser.parse_args()
     if not REFERENCE.exists() or not (SHIM / "helpers").is_dir():
         print(f"export: skipped - the reference and its shim are not at {REFERENCE} (set TASKGEN_REFERENCE)")
@@ -171,8 +172,8 @@ def main() -> int:
           f"({report['sites']} sites), every step image distinct; {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f} (wall clock: a busy machine inflates it)")
     for name, runs in times.items():
-        label = "app, its own thread (default)" if name == "app default" else (
-            f"app, {name.split()[1]} threads" if name != "reference" else "reference `rows` (copytree)")
+        label = "app, --workers 1 (default)" if name == "app default" else (
+            f"app, --workers {name.split()[1]}" if name != "reference" else "reference `rows` (copytree)")
         print(_row(label, runs, rows, None if name == "reference" else times["reference"]))
     same = all(body == reports["reference"] for body in reports.values())
     print(f"  _report.json byte-identical with the reference's: {'yes' if same else 'NO'}; targets: app no slower "
