@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+from django.db.models.fields.json import KT
 
 from taskgen.models import Export, JudgeBatchJob, PipelineRun, Run, Screenshot
 
@@ -35,3 +36,12 @@ def judge_batch_jobs(*, pipeline_run_id: int) -> QuerySet[JudgeBatchJob]:
 
 def exports() -> QuerySet[Export]:
     return Export.objects.select_related("created_by", "judge_config").prefetch_related("runs").order_by("-created_at")
+
+
+def exports_listed() -> QuerySet[Export]:
+    """The export list's rows without their manifests (megabytes each at full size: the whole episode list); the
+    few figures the list shows are read out of the manifest by the database."""
+    return exports().defer("manifest").annotate(
+        listed_budget=KT("manifest__params__budget"),
+        listed_trajectories=KT("manifest__report__selected_trajectories"),
+        listed_rows=KT("manifest__report__selected_rows"), listed_sites=KT("manifest__report__sites"))

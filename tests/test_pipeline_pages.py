@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import re
 import tarfile
 import tracemalloc
 from pathlib import Path
@@ -94,6 +95,24 @@ def test_a_reviewer_sees_export_history_without_start_or_download_buttons(review
     assert reverse("review:pipeline_list") not in reviewer_client.get("/").content.decode()
     assert reviewer_client.get(reverse("review:export_download", args=[an_export.pk])).status_code == 403
     assert reviewer_client.get(reverse("review:export_manifest", args=[an_export.pk])).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_export_list_never_loads_a_manifest_and_shows_its_figures(reviewer_client, an_export,
+                                                                       django_assert_max_num_queries):
+    """A manifest is the whole episode list (megabytes at full size): the list reads its few figures in SQL."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        page = reviewer_client.get(reverse("review:export_list")).content.decode()
+    whole = re.compile(r'(SELECT |, )"taskgen_export"\."manifest"(,| FROM)')  # the column, not a figure out of it
+    loaded = [q["sql"] for q in queries if whole.search(q["sql"])]
+    assert not loaded, loaded
+    report = an_export.report
+    cells = [f'<td class="num">{value}</td>' for value in (
+        an_export.budget, report["selected_trajectories"], report["selected_rows"], report["sites"])]
+    assert all(cell in page for cell in cells), cells
 
 
 @pytest.mark.django_db

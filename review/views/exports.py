@@ -20,7 +20,7 @@ from taskgen.stages.export.select import manifest_bytes
 @require_GET
 @require_role(Role.VIEWER)
 def export_list(request: HttpRequest) -> HttpResponse:
-    page = Paginator(selectors.exports(), 50).get_page(request.GET.get("page"))
+    page = Paginator(selectors.exports_listed(), 50).get_page(request.GET.get("page"))
     return render(request, "review/export_list.html", {"page": page})
 
 
