@@ -161,6 +161,16 @@ def test_attempt_approved_with_nothing_approved_says_so(admin_client_role, propo
     assert not PipelineRun.objects.filter(stage="attempt").exists()
 
 
+def test_a_refused_attempt_of_approved_tasks_leaves_no_tasks_file_behind(admin_client_role, proposed, settings):
+    admin_client_role.post(reverse("review:tasks_bulk", args=["shop"]), {"action": "approve", "task": [proposed[1].pk]})
+    form = {"sites": ["shop"], "agent": "scripted", "name": "twice-shop", "mistakes": 0, "seed": 0}
+    assert admin_client_role.post(reverse("review:pipeline_start", args=["attempt-approved"]), form).status_code == 302
+    again = admin_client_role.post(reverse("review:pipeline_start", args=["attempt-approved"]), form)
+    assert again.status_code == 400  # the run name is taken
+    kept = PipelineRun.objects.get(stage="attempt").params["tasks_file"]
+    assert [str(p) for p in (Path(settings.DATA_ROOT) / "approved").iterdir()] == [kept]
+
+
 def test_the_tasks_page_makes_the_same_queries_for_few_and_many_tasks(admin_client_role, sandbox_sites):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext

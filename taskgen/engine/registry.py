@@ -52,7 +52,11 @@ def approved_attempt_begin(*, params: dict, user) -> PipelineRun:
     tasks_file = reviewed_tasks_file_write(sites=params["sites"], include_all=bool(params.get("include_all")),
                                            name=params.get("name") or "approved")
     keep = {k: v for k, v in params.items() if k not in ("sites", "include_all")}
-    return attempt_begin(params={**keep, "tasks_file": str(tasks_file)}, user=user)
+    try:
+        return attempt_begin(params={**keep, "tasks_file": str(tasks_file)}, user=user)
+    except Exception:
+        tasks_file.unlink(missing_ok=True)  # a refused attempt leaves no tasks file behind in approved/
+        raise
 
 
 def judge_begin(*, params: dict, user) -> PipelineRun:
