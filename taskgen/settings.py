@@ -290,6 +290,9 @@ EXPORT_BUDGET = env_int("TASKGEN_EXPORT_BUDGET", 27644, minimum=1)
 # Threads writing an export's files: file creation is the kernel's work, which runs in parallel on each core; more
 # threads than cores only contend for Python's lock (on 2 cores, 4 threads were slower than 1).
 EXPORT_WORKERS = env_int("TASKGEN_EXPORT_WORKERS", min(4, os.cpu_count() or 1), minimum=1)
+# Episodes an export worker leases and writes together (one query, its writer threads): progress moves and a
+# cancel takes effect a batch at a time.
+EXPORT_BATCH = env_int("TASKGEN_EXPORT_BATCH", 100, minimum=1)
 HARNESS_CHROMIUM = env_str("TASKGEN_CHROMIUM", "/usr/bin/chromium")
 # Where the harness reaches the sandbox sites; empty: each harness process serves them itself on 127.0.0.1.
 SANDBOX_BASE_URL = env_str("TASKGEN_SANDBOX_BASE_URL", "")

@@ -48,7 +48,8 @@ def worker(settings, tmp_path):
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "taskgen.settings", "DATABASE_URL": _database_url(),
            "TASKGEN_MEDIA_ROOT": str(settings.MEDIA_ROOT), "TASKGEN_DATA_ROOT": str(settings.DATA_ROOT),
            "TASKGEN_VAR_DIR": str(django_settings.VAR_DIR), "CELERY_BROKER_URL": django_settings.CELERY_BROKER_URL,
-           "TASKGEN_EXPORT_WORKERS": "1"}  # one episode in flight, so the test knows exactly where cancel lands
+           # one episode leased and in flight at a time, so the test knows exactly where cancel lands
+           "TASKGEN_EXPORT_WORKERS": "1", "TASKGEN_EXPORT_BATCH": "1"}
     log = (tmp_path / "worker.log").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "taskgen", "worker", "-Q", "default", "--pool", "solo",

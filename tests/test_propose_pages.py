@@ -191,7 +191,7 @@ def test_a_cancelled_propose_run_resumes_without_asking_again_what_is_done(sandb
 
     pipeline_run = run_start(stage=PipelineRun.Stage.PROPOSE, params={"provider": "rules", "sites": "booking",
                                                                       "per_site": 9, "batch": 3})
-    work(pipeline_run_id=pipeline_run.pk, owner="test", slice_seconds=0.01)  # a first batch, then stop
+    work(pipeline_run_id=pipeline_run.pk, owner="test", slice_seconds=0)  # a first batch, then stop
     done_before = set(Task.objects.values_list("task_id", flat=True))
     assert 0 < len(done_before) < 9
     assert run_cancel(pipeline_run=pipeline_run)
@@ -221,7 +221,7 @@ def test_the_gemini_proposer_from_the_pipeline_page(admin_client_role, sandbox_s
 def test_the_tasks_page_shows_progress_per_site_of_a_running_run(reviewer_client, sandbox_sites):
     pipeline_run = run_start(stage=PipelineRun.Stage.PROPOSE, params={"provider": "rules", "sites": "shop,mail",
                                                                       "per_site": 6, "batch": 3})
-    work(pipeline_run_id=pipeline_run.pk, owner="test", slice_seconds=0.01)  # the first batch only
+    work(pipeline_run_id=pipeline_run.pk, owner="test", slice_seconds=0)  # the first batch only
     text = reviewer_client.get(reverse("review:task_sites")).content.decode()
     assert "Proposing now" in text
     assert "<td>shop</td>\n      <td>1 of 4</td><td>3</td>" in text and "<td>mail</td>\n      <td>0 of 4</td>" in text

@@ -46,10 +46,11 @@ def work(*, pipeline_run_id: int, owner: str, slice_seconds: float | None = None
     params = stage.read(pipeline_run.params)
     lease = stage.lease_seconds or settings.ENGINE_LEASE_SECONDS
     count = stage.batch_of(params) if stage.batch_of else stage.batch
-    deadline = time.monotonic() + (slice_seconds or settings.ENGINE_SLICE_SECONDS)
+    deadline = time.monotonic() + (settings.ENGINE_SLICE_SECONDS if slice_seconds is None else slice_seconds)
     after = 0  # the last unit this slice leased; units before it that came due again are leased when none is after
+    worked = False  # a slice works at least one batch, however short it is or slow the machine
     with Heartbeat(pks=[], owner=owner, lease=lease) as heart:
-        while time.monotonic() < deadline:
+        while not worked or time.monotonic() < deadline:
             batch = units_lease(pipeline_run_id=pipeline_run_id, owner=owner, count=count, lease_seconds=lease,
                                 after=after)
             if not batch and after:
@@ -57,7 +58,7 @@ def work(*, pipeline_run_id: int, owner: str, slice_seconds: float | None = None
                 continue
             if not batch:
                 break
-            after = batch[-1].pk
+            after, worked = batch[-1].pk, True
             results, failed = _work_batch(stage, pipeline_run, params, batch, heart=heart)
             if not run_batch_record(pipeline_run_id=pipeline_run_id, results=results, failed=failed):
                 return None  # finished or cancelled meanwhile: the units in hand were recorded

@@ -1,6 +1,6 @@
 """The export stage as the engine runs it: one unit per selected episode (its rows folder), so progress, cancel and
-resume are per episode, leased a hundred at a time and written together (one query, a few writer threads);
-`finish` writes _report.json and _manifest.json and records the Export, once.
+resume are per episode, leased settings.EXPORT_BATCH (100) at a time and written together (one query, a few writer
+threads); `finish` writes _report.json and _manifest.json and records the Export, once.
 
 The episode list is chosen once, when the run starts (`export_params_check`), and kept as a content-addressed file
 (DATA_ROOT/.export-manifests/<sha256>.json, named in the run's parameters), so every worker and every resume writes
@@ -123,7 +123,7 @@ def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dic
 
 EXPORT_WORK = StageWork(
     name=PipelineRun.Stage.EXPORT, check=export_params_check, read=ExportParams.from_json, units=_units, do=_do,
-    finish=_finish, queue="default", batch=100, max_attempts=3, do_batch=_do_batch,
+    finish=_finish, queue="default", batch=settings.EXPORT_BATCH, max_attempts=3, do_batch=_do_batch,
     nothing_to_do="nothing to export: no approved episode with rows in this run",
     run_of=lambda params: params.run,
 )
