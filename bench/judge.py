@@ -230,6 +230,12 @@ def _image_tokens(config, episode_ids: list[int]) -> float:
     return total / max(1, len(judgments))
 
 
+def _process_cpu(pid: int) -> float:
+    """Seconds of CPU (user + system) a running process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _peak_in_flight(url: str) -> int:
     """The most calls the fake answered at once since it started (it counts them itself)."""
     import json
@@ -275,11 +281,15 @@ def main() -> None:
             rates = []
             for n, processes in enumerate(int(p) for p in args.processes.split(",")):
                 judged_by = config if n == 0 else judge_config_for("gemini", f"bench-{processes}p", None, args.policy)
+                fake_before = _process_cpu(fake.pid)
                 total, wall, cpu = _judge_run(run, judged_by, args.concurrency, processes, args.threads)
+                fake_cpu = _process_cpu(fake.pid) - fake_before
                 judged = Judgment.objects.filter(config=judged_by).exclude(verdict="NONE").count()
                 rates.append((processes, _report(args, processes, judged, total, wall, cpu)))
                 print(f"  calls in flight        at most {_peak_in_flight(url)} at once at the fake so far "
                       f"(the limit: {processes} x {args.concurrency})")
+                print(f"  the fake's CPU         {fake_cpu * 1000 / total:.1f} ms per judgment (Python parsing each "
+                      f"request's JSON and images on the same {os.cpu_count()} cores; a real Gemini's is not ours)")
             for processes, rate in rates[1:]:
                 print(f"{processes} processes            {rate / rates[0][1]:.2f}x the rate of {rates[0][0]} "
                       f"(target 1.8x for 2 when one is CPU-bound)")
