@@ -91,3 +91,11 @@ def unsupported_citations_count(*, episode_id: int, parts: list[dict], episode: 
         step_files = {name.lower(): step for name, step in names}
     index = EvidenceIndex.for_episode(episode, step_files=step_files)
     return min(unsupported_count(parts, index), 32767)
+
+
+def judgment_fields_of(text: str) -> dict:
+    """A judge model's answer as a judgment's fields: its verdict and parts, the raw text, the parse error, and the
+    flag for a verdict its own parts contradict (the same for single calls and Batch API answers)."""
+    parsed = parse_judge_response(text)
+    return {"verdict": parsed.verdict, "parts": parsed.parts, "raw_response": text, "error": parsed.error,
+            "inconsistent": verdict_is_inconsistent(parsed.verdict, parsed.parts)}

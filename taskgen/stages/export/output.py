@@ -11,7 +11,7 @@ import os
 import shutil
 import tarfile
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,37 +99,27 @@ class WriteOutcome:
     written: int = 0
     skipped: int = 0
     errors: list[str] = field(default_factory=list)
-    stopped: bool = False
     manifest_sha256: str = ""  # of the _manifest.json written, once the folder is complete
 
     @property
     def complete(self) -> bool:
-        return not self.errors and not self.stopped
+        return not self.errors
 
 
-def export_write_dir(*, manifest: dict, out: Path, on_episode: Callable[[bool, str], None] | None = None,
-                     should_stop: Callable[[], bool] | None = None, workers: int | None = None) -> WriteOutcome:
-    """Write every episode of the manifest under `out`, then _report.json and _manifest.json once all are there.
-
-    An episode that fails is reported and the others go on; `should_stop` is asked before each episode (cancel), so
-    at most `workers` episodes already being written finish after it says stop. Files are written by a few threads
-    (creating many small files is slow per file, and the kernel does it in parallel); the database is read and
-    progress reported on this thread only."""
-    out.mkdir(parents=True, exist_ok=True)
+def export_write_dir(*, manifest: dict, out: Path, workers: int | None = None) -> WriteOutcome:
+    """Write every episode of the manifest under `out`, settings.EXPORT_BATCH at a time as the export stage does
+    (`episodes_write`), then _report.json and _manifest.json once all are there; an episode that fails is reported
+    and the others go on."""
     outcome = WriteOutcome()
-    workers = workers or settings.EXPORT_WORKERS
-    pool = _InlinePool() if workers == 1 else ThreadPoolExecutor(max_workers=workers, thread_name_prefix="export")
-    with pool:
-        pending: dict[Future, str] = {}
-        for episode in export_episodes(manifest["episodes"]):
-            if should_stop is not None and should_stop():
-                outcome.stopped = True
-                break
-            pending[pool.submit(episode_write_dir, episode=episode, out=out)] = episode.task_id
-            if len(pending) >= workers:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                _collect(finished, pending, outcome, on_episode)
-        _collect(list(pending), pending, outcome, on_episode)
+    entries = manifest["episodes"]
+    for start in range(0, len(entries), settings.EXPORT_BATCH):
+        written = episodes_write(entries=entries[start:start + settings.EXPORT_BATCH], out=out, workers=workers)
+        for task_id, result in written.items():
+            if isinstance(result, Exception):
+                outcome.errors.append(f"{task_id}: {result}")
+            else:
+                outcome.written += result
+                outcome.skipped += not result
     if outcome.complete:
         (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
         outcome.manifest_sha256 = manifest_write(manifest, out / "_manifest.json")
@@ -184,24 +174,6 @@ class _InlinePool:
 
     def __exit__(self, *exc_info) -> None:
         return None
-
-
-def _collect(finished, pending: dict[Future, str], outcome: WriteOutcome,
-             on_episode: Callable[[bool, str], None] | None) -> None:
-    for future in finished:
-        task_id = pending.pop(future)
-        try:
-            wrote = future.result()
-        except (OSError, ExportError) as exc:
-            message = f"{task_id}: {exc}"
-            outcome.errors.append(message)
-            if on_episode:
-                on_episode(False, message)
-            continue
-        outcome.written += wrote
-        outcome.skipped += not wrote
-        if wrote and on_episode:
-            on_episode(True, "")
 
 
 class _ChunkSink:

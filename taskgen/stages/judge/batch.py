@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from taskgen.judging import parse_judge_response, verdict_is_inconsistent
+from taskgen.judging import judgment_fields_of
 from taskgen.models import Episode, JudgeBatchJob, JudgeBatchRequest, JudgeConfig, Judgment, PipelineRun, WorkUnit
 from taskgen.providers import ProviderError
 from taskgen.providers.base import ProviderResult
@@ -224,10 +224,8 @@ def _collect(job: JudgeBatchJob, state, config_id: int) -> None:
 
 
 def _fields(config: JudgeConfig, result: ProviderResult) -> dict:
-    parsed = parse_judge_response(result.text)
-    return {"verdict": parsed.verdict, "parts": parsed.parts, "raw_response": result.text, "error": parsed.error,
-            "inconsistent": verdict_is_inconsistent(parsed.verdict, parsed.parts),
-            "input_tokens": result.input_tokens, "output_tokens": result.output_tokens, "latency_ms": 0,
+    return {**judgment_fields_of(result.text), "input_tokens": result.input_tokens,
+            "output_tokens": result.output_tokens, "latency_ms": 0,
             "cost_usd": (_cost(config.model, result.input_tokens, result.output_tokens) * BATCH_DISCOUNT)
             .quantize(Decimal("0.000001")), "source": "batch"}
 

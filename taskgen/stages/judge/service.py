@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from taskgen.blobs import blob_path
-from taskgen.judging import parse_judge_response, unsupported_citations_count, verdict_is_inconsistent
+from taskgen.judging import VERDICTS, judgment_fields_of, unsupported_citations_count
 from taskgen.models import Episode, JudgeConfig, Judgment, Run
 from taskgen.providers import (
     ProviderError,
@@ -168,12 +168,11 @@ def _ask(config: JudgeConfig, built: JudgeRequest, in_worker: bool = False) -> d
                     "cost_usd": _cost(config.model, used_in, used_out)}
         used_in, used_out = used_in + result.input_tokens, used_out + result.output_tokens
         latency += result.latency_ms
-        parsed = parse_judge_response(result.text)
-        if parsed.has_verdict:
+        answer = judgment_fields_of(result.text)
+        if answer["verdict"] in VERDICTS:
             break
-    return {"verdict": parsed.verdict, "parts": parsed.parts, "raw_response": result.text, "error": parsed.error,
-            "inconsistent": verdict_is_inconsistent(parsed.verdict, parsed.parts), "input_tokens": used_in,
-            "output_tokens": used_out, "latency_ms": latency, "cost_usd": _cost(config.model, used_in, used_out)}
+    return {**answer, "input_tokens": used_in, "output_tokens": used_out, "latency_ms": latency,
+            "cost_usd": _cost(config.model, used_in, used_out)}
 
 
 def _from_cache(request_hash: str) -> dict | None:
