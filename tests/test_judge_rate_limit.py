@@ -66,3 +66,32 @@ def test_backoff_grows_with_jitter_and_honours_the_hint(settings):
     assert all(2 ** (n - 1) / 2 <= d <= 2 ** (n - 1) for n, d in zip((1, 2, 3, 4), delays, strict=True))
     assert judge_stage.retry_delay(attempt=1, hint=12.0) == 12.0
     assert judge_stage.retry_delay(attempt=9) <= 30.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_workers_opening_a_window_at_once_all_take_a_call(settings):
+    """Workers whose first call of a minute arrive together (threads released by a barrier) all fit a limit with
+    room for them: none is told to wait for the next minute because another opened the window first."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from django.db import connection
+
+    from taskgen.stages.judge.rate_limit import rate_limit_take
+
+    settings.REDIS_URL = ""
+    width, rounds = 8, 12
+    for round_ in range(rounds):
+        barrier, model = Barrier(width), f"gemini-open-{round_}-{uuid.uuid4().hex[:8]}"
+
+        def one(_: int, barrier: Barrier = barrier, model: str = model) -> float:
+            try:
+                barrier.wait(timeout=30)
+                return rate_limit_take(model=model, per_minute=1000)
+            finally:
+                connection.close()
+
+        with ThreadPoolExecutor(width) as pool:
+            waits = list(pool.map(one, range(width)))
+        assert waits == [0.0] * width, f"round {round_}: {waits}"
+        assert JudgeRateWindow.objects.get(key__contains=model).count == width

@@ -34,18 +34,24 @@ def _take_redis(key: str, limit: int) -> bool:
 
 
 def _take_database(key: str, limit: int) -> bool:
-    if JudgeRateWindow.objects.filter(key=key, count__lt=limit).update(count=F("count") + 1) == 1:
+    if _count_one(key, limit):
         return True  # the common case: this minute's window exists and has room, one statement
-    if JudgeRateWindow.objects.filter(key=key).exists():
-        return False
     try:
         with transaction.atomic():
             JudgeRateWindow.objects.create(key=key, count=1)
     except IntegrityError:
-        return _take_database(key, limit)  # another worker opened this minute's window first
+        # The window exists: full, or opened by another worker since the update above. Asking "does it exist?"
+        # and answering "full" sent that worker's call to the next minute (a judge run's last episode waited up to a
+        # minute when several workers opened a window at once); the row is there now, so count on it once more.
+        return _count_one(key, limit)
     # A new minute: drop the windows of minutes long gone, so the table stays a few rows.
     JudgeRateWindow.objects.filter(created_at__lt=timezone.now() - timedelta(minutes=5)).delete()
     return True
+
+
+def _count_one(key: str, limit: int) -> bool:
+    """Count one call in the window `key` if it exists and has room."""
+    return JudgeRateWindow.objects.filter(key=key, count__lt=limit).update(count=F("count") + 1) == 1
 
 
 def rate_limit_acquire(*, model: str, per_minute: int | None = None, sleep: Callable[[float], None] = time.sleep,
