@@ -80,7 +80,7 @@ def run(options: dict, stdout, stderr) -> int:
         stderr.write(f"rows: not written in full; resume it (written episodes are kept): "
                      f"taskgen resume {pipeline_run.pk} --workers 1")
         return 1
-    export = Export.objects.get(pk=waited.pipeline_run.result["export_id"])
+    export = Export.objects.defer("manifest").get(pk=waited.pipeline_run.result["export_id"])  # not read again
     stdout.write(report_bytes(export.report).decode())
     stdout.write(json.dumps({"export": export.pk, "manifest_sha256": export.manifest_sha256, "out": export.out_dir}))
     return 0

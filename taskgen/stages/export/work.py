@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -65,17 +67,35 @@ def export_params_check(raw: dict) -> ExportParams:
     written = _manifests() / f".new-{uuid.uuid4().hex}.json"
     sha = manifest_write(manifest, written)  # encoded once, piece by piece; named by its hash once written
     os.replace(written, _manifests() / f"{sha}.json")
+    _manifest_keep(sha, manifest)  # this process works the run too (`taskgen rows`): no second parse and hash
     return ExportParams(run=run.pk, out_dir=str(out), manifest_sha256=sha, source=selection.source,
                         judge_config=config.pk if config else None)
 
 
-@lru_cache(maxsize=4)
+_KEPT = 4  # manifests kept in memory per process: a worker works a few export runs at a time at most
+_kept: OrderedDict[str, dict] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _manifest_keep(sha: str, manifest: dict) -> None:
+    with _kept_lock:
+        _kept[sha] = manifest
+        _kept.move_to_end(sha)
+        while len(_kept) > _KEPT:
+            _kept.popitem(last=False)
+
+
 def export_manifest_read(sha: str) -> dict:
-    """The manifest a run selected, checked against its sha256."""
+    """The manifest a run selected, checked against its sha256 when read from disk (kept in memory after)."""
+    with _kept_lock:
+        manifest = _kept.get(sha)
+    if manifest is not None:
+        return manifest
     data = (_manifests() / f"{sha}.json").read_bytes()
     manifest = json.loads(data)
     if manifest_sha256(manifest) != sha:
         raise ExportError(f"the selected episode list {sha} was changed on disk")
+    _manifest_keep(sha, manifest)
     return manifest
 
 
@@ -112,7 +132,7 @@ def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dic
     out = Path(params.out_dir)
     (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
     sha = manifest_write(manifest, out / "_manifest.json")
-    export = Export.objects.filter(params__pipeline_run=pipeline_run.pk).first() or export_row_create(
+    export = Export.objects.filter(params__pipeline_run=pipeline_run.pk).only("pk").first() or export_row_create(
         run=Run.objects.get(pk=params.run), manifest=manifest, out_dir=str(out), user=pipeline_run.started_by,
         judge_config=JudgeConfig.objects.filter(pk=params.judge_config).first() if params.judge_config else None,
         extra={"pipeline_run": pipeline_run.pk}, sha256=sha)
