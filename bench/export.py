@@ -9,7 +9,9 @@ The corpus is made once and cached under var/bench/export/: episodes copied roun
 over ten copies of each sandbox site, a judge dir whose predicted_label approves 9 episodes in 10. The app imports it
 once into its own embedded database there (`taskgen import`); then each repeat runs `taskgen rows` (the app) and
 the reference's own `rows` (../shared/reference/taskgen.py with its shim) as separate processes, one after the
-other, each writing a new folder. Peak memory is each process's maximum resident set (the app's includes Django).
+other (the order flipped every other repeat), each writing a new folder, each starting with the disk caught up
+(`sync`: writing is most of the time, and the other side's gigabyte still being written back slowed whichever ran
+second). Peak memory is each process's maximum resident set (the app's includes Django).
 Targets: the app no slower than the reference, under 120 MB.
 """
 from __future__ import annotations
@@ -154,10 +156,11 @@ def main() -> int:
     variants = [None, *(int(w) for w in args.workers.split(",") if w)]
     times: dict[str, list] = {"reference": [], **{f"app {w or 'default'}": [] for w in variants}}
     reports: dict[str, bytes] = {}
-    for repeat in range(args.repeats):  # interleaved: each repeat runs every side once, in turn
-        for name in times:
+    for repeat in range(args.repeats):  # interleaved: each repeat runs every side once, in turn, the order flipped
+        for name in list(times) if repeat % 2 == 0 else list(times)[::-1]:  # every other repeat (none always second)
             out = WORK / "out" / f"{name.replace(' ', '-')}-{repeat}"
             shutil.rmtree(out, ignore_errors=True)
+            os.sync()  # the last side's 1.3 GB still being written back to disk would slow whichever side runs next
             if name == "reference":
                 times[name].append(run_reference(run_dir, out, args.budget))
             else:
