@@ -31,3 +31,19 @@ def test_the_request_the_sdk_builds_is_the_same_with_and_without_the_fast_member
     blobs = [part["inlineData"] for part in fast["contents"][0]["parts"] if "inlineData" in part]
     assert [(blob.mime_type, blob.data) for blob in blobs] == [("image/png", b"\x89PNG one"),
                                                                ("image/webp", b"RIFF two")]
+
+
+def test_a_forked_process_makes_its_own_client(settings):
+    """A child forked after its parent called Gemini does not share the parent's client (and its pooled sockets)."""
+    import multiprocessing
+
+    settings.GEMINI_API_KEY = "test-key"
+    parent = gemini.gemini_client()
+    context = multiprocessing.get_context("fork")
+    answer = context.Queue()
+    child = context.Process(target=lambda: answer.put(id(gemini.gemini_client()) != id(parent)
+                                                      and gemini.gemini_client() is gemini.gemini_client()))
+    child.start()
+    child.join(30)
+    assert answer.get(timeout=5) is True
+    assert gemini.gemini_client() is parent

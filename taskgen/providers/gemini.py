@@ -2,6 +2,7 @@
 fake server on 127.0.0.1); the SDK's own retries are off because the judge stage retries with the server's hint."""
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -19,6 +20,17 @@ TRANSIENT_STATUSES = {408, 429, 500, 502, 503, 504}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)s\s*$")
 _clients: dict[tuple, genai.Client] = {}
 _clients_lock = threading.Lock()
+
+
+def _forget_clients() -> None:
+    """In a forked child (a Celery prefork worker, a benchmark's worker processes): the parent's clients hold its
+    pooled connections, whose sockets the child shares; two processes talking on one socket mix their calls."""
+    global _clients_lock
+    _clients.clear()
+    _clients_lock = threading.Lock()  # a lock held by a parent's thread at the fork would never be released here
+
+
+os.register_at_fork(after_in_child=_forget_clients)
 
 
 def _no_field_is_a_member(model: object, key: object) -> bool:

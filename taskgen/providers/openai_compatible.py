@@ -8,6 +8,7 @@ callers retry transient errors with the one rule in taskgen.providers.retry.
 from __future__ import annotations
 
 import base64
+import os
 import threading
 import time
 
@@ -20,6 +21,17 @@ NAME = "openai-compatible"
 TRANSIENT_STATUSES = {408, 409, 429, 500, 502, 503, 504}
 _clients: dict[tuple, openai.OpenAI] = {}
 _clients_lock = threading.Lock()
+
+
+def _forget_clients() -> None:
+    """In a forked child (a Celery prefork worker, a benchmark's worker processes): the parent's clients hold its
+    pooled connections, whose sockets the child shares; two processes talking on one socket mix their calls."""
+    global _clients_lock
+    _clients.clear()
+    _clients_lock = threading.Lock()  # a lock held by a parent's thread at the fork would never be released here
+
+
+os.register_at_fork(after_in_child=_forget_clients)
 
 
 def openai_client(base_url: str) -> openai.OpenAI:
