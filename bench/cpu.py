@@ -24,3 +24,18 @@ def cpu_seconds(pid: int | None) -> float:
         fields = stat.read_text().rsplit(")", 1)[1].split()
         used += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
     return used
+
+
+def scratch_database_ensure(url: str) -> None:
+    """Create the scratch PostgreSQL database `url` names when it does not exist yet (a fresh machine has only
+    `postgres` and `test`): without it the first connection waits out the pool's timeout and says nothing useful."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/")
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{name}"')
+            print(f"made the scratch database {name!r}", flush=True)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
 os.environ.setdefault("TASKGEN_MEDIA_ROOT", str(Path(tempfile.gettempdir()) / "taskgen-bench-media"))
 
-from bench.cpu import backend_pid, cpu_seconds  # noqa: E402
+from bench.cpu import backend_pid, cpu_seconds, scratch_database_ensure  # noqa: E402
 
 RUN_NAME = "bench-review-pages"
 TARGETS_MS = {"queue page": 100, "episode page": 80, "label post": 50}
@@ -204,6 +204,7 @@ def main() -> int:
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         print("review_pages: skipped - set DATABASE_URL to a scratch PostgreSQL database to run it")
         return 0
+    scratch_database_ensure(os.environ["DATABASE_URL"])
     import django
 
     django.setup()

@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
 os.environ.setdefault("TASKGEN_MEDIA_ROOT", str(Path(tempfile.gettempdir()) / "taskgen-bench-serve-media"))
+
+from bench.cpu import scratch_database_ensure  # noqa: E402
+
 RUN_NAME = "bench-serve"
 PASSWORD = "bench-serve-password-1"  # noqa: S105 (a scratch database's bench users)
 TARGET_P95_MS = 300
@@ -272,6 +275,7 @@ def main() -> None:
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         raise SystemExit("set DATABASE_URL to a scratch PostgreSQL database")
+    scratch_database_ensure(os.environ["DATABASE_URL"])
     _setup_django()
     queue = _fill(args.episodes)
     names = _reviewers(args.reviewers)
