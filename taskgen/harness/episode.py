@@ -140,8 +140,9 @@ def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: i
         if target := obs.target(action, len(record.actions)):
             record.targets.append(target)
         record.actions.append(action)
-        record.rows.append(_row(record, obs, action, step))
         name, params = next(iter(action.items()))
+        if name != "invalid":  # a step the model could not phrase is the judge's evidence, never a training row
+            record.rows.append(_row(record, obs, action, step))
         if name == "done":
             if record.finished == "step_limit":
                 record.finished, record.end_reason = "done", ""

@@ -55,9 +55,11 @@ def episode_write(*, record: EpisodeRecord, run_dir: Path) -> Path:
     if record.end_reason:
         grade["end_reason"] = record.end_reason
     _dump(ep / "grade_inputs.json", grade)
+    row_images = {row["image"] for row in record.rows}
     for n, png in enumerate(record.shots, start=1):
         (ep / "screenshots" / f"step_{n}.png").write_bytes(png)
-        (ep / "rows" / f"step_{n}.png").write_bytes(png)
+        if f"step_{n}.png" in row_images:  # a step without a row (an invalid answer) has no row image either
+            (ep / "rows" / f"step_{n}.png").write_bytes(png)
     if record.final_shot:
         (ep / "final.png").write_bytes(record.final_shot)
     rows = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in record.rows)

@@ -95,7 +95,8 @@ def test_a_gemini_model_solves_an_action_task(live_server, settings, fast_retrie
     assert float(record.agent_run["cost_usd"]) > 0  # gemini-3.5-flash has a price
 
 
-def test_garbage_is_asked_again_once_then_the_step_fails_and_the_episode_goes_on(live_server, fake_openai):
+def test_garbage_is_asked_again_once_then_the_step_fails_and_the_episode_goes_on(live_server, fake_openai,
+                                                                                   tmp_path):
     task = _task("sb-shop-001")
     policy = SolutionPolicy(task)
     fake_openai.answer = policy
@@ -109,6 +110,12 @@ def test_garbage_is_asked_again_once_then_the_step_fails_and_the_episode_goes_on
     assert failed == {"invalid": {"error": "answer unreadable: it is not a JSON object"}}
     assert [next(iter(a)) for a in record.actions] == ["type", "invalid", "click", "answer", "done"]
     assert "not done: answer unreadable" in policy.prompts[1]  # the next step's history says what came of it
+    # The failed step is the judge's evidence (its actions) but never a training row, nor a row image.
+    assert [next(iter(r["action"])) for r in record.rows] == ["type", "click", "answer", "done"]
+    written = episode_write(record=record, run_dir=tmp_path)
+    assert sorted(p.name for p in (written / "rows").glob("*.png")) == sorted(r["image"] for r in record.rows)
+    assert "step_2.png" not in {r["image"] for r in record.rows}
+    assert len(list((written / "screenshots").glob("*.png"))) == len(record.actions)
 
 
 def test_an_element_that_does_not_exist_ends_the_episode_with_the_reason(live_server, fake_openai):
