@@ -240,3 +240,23 @@ def test_a_batch_call_that_raises_is_every_units_error(monkeypatch, sent):
     errors = dict(pipeline_run.units.values_list("key", "last_error"))
     assert all("ConnectionError: database went away" in error for error in errors.values()), errors
     assert set(pipeline_run.units.values_list("status", flat=True)) == {"failed"}
+
+
+def test_a_unit_told_to_wait_after_its_run_was_cancelled_is_cancelled_not_queued(sent, monkeypatch):
+    """A unit in a worker's hands when the run is cancelled, whose try then ends in RetryLater (a full rate window, a
+    busy model), is cancelled like the run's queued units: a cancelled run shows no queued unit."""
+    pipeline_run = _judge_run(2)
+
+    def cancel_then_wait(pipeline_run_, params, key):
+        run_cancel(pipeline_run=pipeline_run_)
+        raise RetryLater(30, "model busy: 429")
+
+    monkeypatch.setattr("taskgen.engine.worker.stage_work", _with_do(cancel_then_wait))
+    assert work(pipeline_run_id=pipeline_run.pk, owner="w1") is None
+    statuses = sorted(pipeline_run.units.values_list("status", flat=True))
+    assert statuses == ["cancelled", "cancelled"]
+    assert all(unit.finished_at is not None for unit in pipeline_run.units.all())
+    pipeline_run.refresh_from_db()
+    assert pipeline_run.status == "cancelled"
+    resumed = run_resume(pipeline_run=pipeline_run)
+    assert sorted(resumed.units.values_list("status", flat=True)) == ["queued", "queued"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Q
+from django.db.models import Case, Count, Exists, F, OuterRef, Q, Value, When
 from django.utils import timezone
 
 from taskgen.models import PipelineRun, WorkUnit
@@ -109,10 +109,17 @@ def units_done(*, results: dict[int, object]) -> int:
 
 
 def unit_again(*, pk: int, error: str, seconds: float, attempts_back: int = 0) -> None:
-    """Put a unit back in the queue, not to be leased for `seconds` (attempts_back=1: this try did not count)."""
+    """Put a unit back in the queue, not to be leased for `seconds` (attempts_back=1: this try did not count); on a
+    run cancelled while the unit was in hand it is cancelled instead, as the run's queued units were (it showed as
+    queued on a cancelled run). One statement: a cancel committing meanwhile re-checks the row and cancels it."""
+    cancelled = Exists(PipelineRun.objects.filter(pk=OuterRef("pipeline_run_id"),
+                                                  status=PipelineRun.Status.CANCELLED))
+    now = timezone.now()
     WorkUnit.objects.filter(pk=pk, status=Status.RUNNING).update(
-        status=Status.QUEUED, lease_owner="", lease_until=None, last_error=error[:4000],
-        not_before=timezone.now() + timedelta(seconds=seconds), attempts=F("attempts") - attempts_back)
+        status=Case(When(cancelled, then=Value(Status.CANCELLED)), default=Value(Status.QUEUED)),
+        finished_at=Case(When(cancelled, then=Value(now)), default=Value(None)),
+        lease_owner="", lease_until=None, last_error=error[:4000],
+        not_before=now + timedelta(seconds=seconds), attempts=F("attempts") - attempts_back)
 
 
 def unit_failed(*, pk: int, error: str) -> int:
