@@ -6,8 +6,9 @@ Triggers (review/migrations/0006_validate_summary.py) mark an episode whenever o
 result, its final label or its run, site or kind is written, by any writer (the judge, the import, a label, the
 admin, a bulk COPY). `validate_summary_refresh` takes the marked episodes out of the cells they counted in and puts
 them back where they count now, in one statement under a lock, so the cells always equal a count from scratch of the
-committed rows; the page refreshes before it reads. `summary_cells` answers what the live grouped query answers
-(`service._live_cells`), in the same shape.
+committed rows; the page refreshes before it reads. A chunk takes all the marks of its episodes (up to the refresh's
+last mark): an episode imported, judged twice and verified is re-summed once, not four times. `summary_cells`
+answers what the live grouped query answers (`service._live_cells`), in the same shape.
 """
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ from django.db import connection, transaction
 _LOCK = 7_318_412  # pg_advisory_xact_lock key: one refresh at a time
 _KEYS = "run_id, site_id, task_kind, config_a, config_b, verdict_a, verdict_b, verifier, final"
 _REFRESH = f"""
-WITH marked AS (
-    DELETE FROM review_validatedirtyepisode WHERE id IN (
-        SELECT id FROM review_validatedirtyepisode WHERE id <= %(upto)s ORDER BY id LIMIT %(chunk)s)
-    RETURNING episode_id),
+WITH chunk AS (
+    SELECT DISTINCT episode_id FROM (
+        SELECT episode_id FROM review_validatedirtyepisode WHERE id <= %(upto)s ORDER BY id LIMIT %(chunk)s) first),
+marked AS (
+    DELETE FROM review_validatedirtyepisode d USING chunk
+    WHERE d.episode_id = chunk.episode_id AND d.id <= %(upto)s
+    RETURNING d.episode_id),
 episodes AS (SELECT DISTINCT episode_id AS id FROM marked),
 taken_out AS (
     DELETE FROM review_validateepisodecell c USING episodes WHERE c.episode_id = episodes.id
