@@ -10,9 +10,11 @@ distinct: bench/real_screens.py), imported, then judged by the gemini judge on t
     on more machines; target for 2: at least 1.8x one process's rate), each on its own judge config;
   - app CPU ms per judgment (the judging processes; target: at most 20 ms);
   - image tokens per episode under the policy judged vs full-size images (target: at least 40% fewer);
-  - the one-time cost, at import, of a downscaled copy (policy `small`, for providers without media_resolution).
+  - the one-time cost, at import, of a downscaled copy (policy `small`, for providers without media_resolution);
+  - with --celery (needs REDIS_URL): the same run judged by a real Celery worker of the `judge` queue, started as
+    `make demo` and docker-compose start it (thread pool, settings.JUDGE_THREADS), its rate beside --workers'.
 
-    .venv/bin/python bench/judge.py [--episodes 560] [--concurrency 16] [--latency 0.3] [--processes 1,2]
+    .venv/bin/python bench/judge.py [--episodes 560] [--concurrency 16] [--latency 0.3] [--processes 1,2] [--celery]
 """
 from __future__ import annotations
 
@@ -49,6 +51,8 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--profile", type=int, default=60, help="episodes judged one at a time under cProfile")
     parser.add_argument("--full-sample", type=int, default=30, help="episodes also judged with full-size images")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
+    parser.add_argument("--celery", action="store_true",
+                        help="also judge the run with a real Celery worker of the judge queue (needs REDIS_URL)")
     return parser.parse_args()
 
 
@@ -69,11 +73,13 @@ def _fresh_postgres(url: str) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-def _setup_django(tmp: Path, database_url: str) -> None:
+def _setup_django(tmp: Path, database_url: str, broker: str = "") -> None:
     os.environ.update({"TASKGEN_VAR_DIR": str(tmp), "TASKGEN_MEDIA_ROOT": str(tmp / "media"),
                        "DJANGO_SETTINGS_MODULE": "taskgen.settings", "GEMINI_API_KEY": "bench-key-not-real",
                        "TASKGEN_JUDGE_RPM": "1000000", "TASKGEN_JUDGE_RETRY_BASE": "0.05"})
     os.environ.pop("CELERY_BROKER_URL", None)  # work is done here; the embedded broker takes the engine's wake-ups
+    if broker:
+        os.environ["CELERY_BROKER_URL"] = broker  # --celery: the engine's wake-ups reach a real worker
     if database_url.startswith("postgres"):
         os.environ["DATABASE_URL"] = _fresh_postgres(database_url)
     else:
@@ -262,7 +268,10 @@ def _report(args, processes: int, judged: int, total: int, wall: float, cpu: flo
 def main() -> None:
     args = _args()
     with tempfile.TemporaryDirectory(prefix="bench-judge-") as tmp:
-        _setup_django(Path(tmp), args.database_url)
+        broker = os.environ.get("REDIS_URL", "") if args.celery else ""
+        if args.celery and not broker.startswith("redis"):
+            raise SystemExit("--celery needs REDIS_URL (redis://127.0.0.1:6379/N): the worker is another process")
+        _setup_django(Path(tmp), args.database_url, broker)
         fake, url = _start_fake(args.latency)
         try:
             from django.conf import settings
@@ -293,6 +302,8 @@ def main() -> None:
             for processes, rate in rates[1:]:
                 print(f"{processes} processes            {rate / rates[0][1]:.2f}x the rate of {rates[0][0]} "
                       f"(target 1.8x for 2 when one is CPU-bound)")
+            if args.celery:
+                _celery_run(args, run, url, Path(tmp), rates[0][1])
             sample = ids[: args.full_sample]
             full = judge_config_for("gemini", None, None, "full")
             _judge_run_sample(run, full, sample)
@@ -302,6 +313,54 @@ def main() -> None:
         policy_tokens, full_tokens = _image_tokens(config, sample), _image_tokens(full, sample)
         print(f"image tokens per episode `{args.policy}` {policy_tokens:,.0f} vs full-size {full_tokens:,.0f} "
               f"({1 - policy_tokens / max(1, full_tokens):.0%} fewer; target 40%)")
+
+
+def _celery_run(args, run, url: str, tmp: Path, rate_here: float) -> None:
+    """The run judged by a real Celery worker of the `judge` queue (the demo's and docker-compose's command), from
+    the run's start to its end, beside the rate of one process of --workers threads."""
+    from taskgen.celery import app as celery_app
+    from taskgen.demo import judge_worker_command
+    from taskgen.engine.control import run_start
+    from taskgen.models import PipelineRun
+    from taskgen.stages.judge.service import judge_config_for
+    from taskgen.stages.judge.work import JudgeParams
+
+    if not os.environ.get("DATABASE_URL"):
+        print("celery worker            skipped: it needs PostgreSQL (DATABASE_URL), not this process's SQLite file")
+        return
+    env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": url, "TASKGEN_JUDGE_CONCURRENCY": str(args.concurrency)}
+    celery_app.control.purge()
+    command = judge_worker_command([sys.executable, "-m", "celery", "-A", "taskgen", "worker", "--loglevel", "WARNING",
+                                    "--without-heartbeat", "--without-mingle", "--without-gossip"])
+    log = (tmp / "celery-judge.log").open("w")
+    worker = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    try:
+        for _ in range(120):
+            if celery_app.control.ping(timeout=0.5):
+                break
+        else:
+            raise SystemExit(f"the Celery judge worker did not answer; its log: {tmp / 'celery-judge.log'}")
+        config = judge_config_for("gemini", "bench-celery", None, args.policy)
+        cpu_before = _process_cpu(worker.pid)
+        started = time.perf_counter()
+        pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
+                                 params=JudgeParams(run=run.pk, config_id=config.pk, judge=config.key))
+        while not PipelineRun.objects.get(pk=pipeline_run.pk).is_finished:
+            time.sleep(0.05)
+        wall = time.perf_counter() - started
+        cpu = _process_cpu(worker.pid) - cpu_before
+        pipeline_run.refresh_from_db()
+        ideal = args.concurrency / args.latency
+        print(f"celery worker            {pipeline_run.done} judged, {pipeline_run.failed} failed in {wall:.1f} s by "
+              f"`{' '.join(command[3:])}` ({load()})")
+        print(f"  throughput             {pipeline_run.total / wall:.1f} episodes/s; ideal {ideal:.1f}/s; ratio "
+              f"{pipeline_run.total / wall / ideal:.1%}; {pipeline_run.total / wall / rate_here:.2f}x one process of "
+              f"--workers threads here (the run's start and end included: messages, the worker's slices)")
+        print(f"  worker CPU per judgment {cpu * 1000 / pipeline_run.total:.1f} ms (its one process: a thread pool)")
+    finally:
+        os.killpg(worker.pid, 15)
+        worker.wait(30)
 
 
 def _judge_run_sample(run, config, ids: list[int]) -> None:
