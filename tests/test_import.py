@@ -10,7 +10,18 @@ from django.core.management import call_command
 from django.db import DataError
 
 from taskgen.blobs import blob_path
-from taskgen.models import Blob, Episode, JudgeConfig, Judgment, Run, Screenshot, Site, Task, VerifierResult
+from taskgen.models import (
+    Blob,
+    Episode,
+    JudgeConfig,
+    Judgment,
+    PipelineRun,
+    Run,
+    Screenshot,
+    Site,
+    Task,
+    VerifierResult,
+)
 from taskgen.stages.import_ import service as importer
 from taskgen.stages.import_.service import ImportFailed, import_run_dir
 from tests.rundirs import build_run, grade_inputs, png, task_line, write_episode, write_tasks
@@ -210,6 +221,10 @@ def test_demo_data_imports_online_mind2web_once(capsys):
     call_command("taskgen", "demo-data")
     assert "already imported" in capsys.readouterr().out
     assert Run.objects.get().name == "online-mind2web-abp"
+    # a run of the import stage, as any import: it shows on the Pipeline page with its summary
+    imported = PipelineRun.objects.get(stage="import")
+    assert imported.status == "done" and imported.run.name == "online-mind2web-abp"
+    assert imported.result["episodes_added"] == 300
 
 
 def test_a_database_refusal_rolls_back_only_that_episode(tmp_path, monkeypatch):

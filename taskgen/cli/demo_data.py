@@ -7,7 +7,7 @@ from pathlib import Path
 from django.conf import settings
 
 from taskgen.models import Run
-from taskgen.stages.import_.service import ImportFailed, import_run_dir
+from taskgen.stages.import_.command import import_here
 
 NAME = "demo-data"
 HELP = "Import the demo data found beside this checkout (../shared/data/online-mind2web-abp) if not yet imported."
@@ -31,11 +31,12 @@ def run(options: dict, stdout, stderr) -> int:
     if not (folder / "run").is_dir():
         stdout.write(f"demo data: {folder} not found; nothing loaded (import a run dir with `taskgen import RUN_DIR`)")
         return 0
-    try:
-        summary = import_run_dir(run_dir=folder / "run", tasks_file=folder / "tasks.jsonl", name=OM2W_RUN)
-    except ImportFailed as exc:
-        stderr.write(f"demo data: import failed: {exc}")
+    params = {"run_dir": str(folder / "run"), "tasks_file": str(folder / "tasks.jsonl"), "name": OM2W_RUN}
+    pipeline_run, summary = import_here(params=params, stderr=stderr)  # a run on the Pipeline page, as any import
+    if summary is None:
+        stderr.write("demo data: import failed" + (f" (pipeline run {pipeline_run.pk})" if pipeline_run else ""))
         return 1
-    skipped = f"; {len(summary.skipped)} file(s) skipped, each named by `taskgen import`" if summary.skipped else ""
-    stdout.write(f"demo data: loaded {summary.episodes_added} Online-Mind2Web episodes as run {OM2W_RUN!r}{skipped}")
+    skipped = len(summary["skipped"])
+    stdout.write(f"demo data: loaded {summary['episodes_added']} Online-Mind2Web episodes as run {OM2W_RUN!r}"
+                 + (f"; {skipped} file(s) skipped, each named by `taskgen import`" if skipped else ""))
     return 0

@@ -58,26 +58,35 @@ def summary_lines(summary: dict) -> list[str]:
     return lines + [f"  {skip['path']}: {skip['reason']}" for skip in s["skipped"]]
 
 
-def run(options: dict, stdout, stderr) -> int:
-    params = {"run_dir": str(options["run_dir"]), "tasks_file": str(options["tasks"] or ""),
-              "name": options["name"] or ""}
+def import_here(*, params: dict, stderr, stall_seconds: float | None = None) -> tuple[PipelineRun | None, dict | None]:
+    """Import a run dir as a run of the import stage (it shows on the Pipeline page, and resumes) worked in this
+    process with a progress bar: (the pipeline run, the import's summary), the summary None when the import failed
+    (the reason written to stderr, the pipeline run None when the parameters were refused)."""
     try:
         pipeline_run = run_start(stage=PipelineRun.Stage.IMPORT, params=params)
     except StageParamsError as exc:
         stderr.write(f"import failed: {exc}")
-        return 1
+        return None, None
     progress, close = _progress_bar(sys.stderr)
     token = IMPORT_PROGRESS.set(progress)  # the unit is worked on this thread: its episodes move the bar
     try:
         waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=1,
-                          stall_seconds=options.get("stall_seconds") or IMPORT_WORK.unit_seconds)
+                          stall_seconds=stall_seconds or IMPORT_WORK.unit_seconds)
     finally:
         IMPORT_PROGRESS.reset(token)
         close()
     if wait_report(waited=waited, stream=stderr):
         stderr.write(f"import failed; resume it with: taskgen resume {pipeline_run.pk} --workers 1")
+        return pipeline_run, None
+    return pipeline_run, waited.pipeline_run.result
+
+
+def run(options: dict, stdout, stderr) -> int:
+    params = {"run_dir": str(options["run_dir"]), "tasks_file": str(options["tasks"] or ""),
+              "name": options["name"] or ""}
+    _, summary = import_here(params=params, stderr=stderr, stall_seconds=options.get("stall_seconds"))
+    if summary is None:
         return 1
-    summary = waited.pipeline_run.result
     stdout.write("\n".join(summary_lines(summary)))
     if summary["episodes_imported"] == 0:
         stderr.write("nothing could be imported")
