@@ -245,6 +245,7 @@ def test_the_pages_batch_box_starts_a_batch_run_of_units_whose_page_shows_its_pr
     page = admin_client_role.get(pipeline_run.get_absolute_url()).content.decode()
     assert "0 done of 2" in page
     assert "<code>batches/fake-1</code></td><td>2</td><td>running</td>\n  <td>JOB_STATE_RUNNING</td>" in page
+    assert "a job already sent keeps running at Gemini and is\nbilled" in page  # what cancel does, before one cancels
 
 
 def test_a_batch_run_is_gemini_only(fake_gemini):
