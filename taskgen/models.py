@@ -517,12 +517,15 @@ class JudgeBatchJob(models.Model):
     """One Gemini Batch API job a batch judge run submitted: the units of its episodes poll it until it ends."""
 
     class State(models.TextChoices):
+        SUBMITTING = "submitting", "being sent"
         RUNNING = "running", "running"
         COLLECTED = "collected", "answers stored"
         ENDED = "ended", "ended without answers"
 
     pipeline_run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="judge_batch_jobs")
-    name = models.CharField(max_length=300, help_text="the job's name at Gemini (batches/...)")
+    name = models.CharField(max_length=300, blank=True, help_text="the job's name at Gemini (batches/...)")
+    display_name = models.CharField(max_length=300, blank=True,
+                                    help_text="the name it was sent under: how it is found again if its sender died")
     state = models.CharField(max_length=12, choices=State.choices, default=State.RUNNING)
     job_state = models.CharField(max_length=300, blank=True, help_text="Gemini's last word on it (JOB_STATE_...)")
     created_at = models.DateTimeField(auto_now_add=True)

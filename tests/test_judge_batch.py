@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import threading
 from dataclasses import replace
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -261,3 +262,57 @@ def test_a_batch_run_of_the_old_path_left_running_is_closed_by_the_migration():
     legacy.refresh_from_db()
     assert legacy.status == "failed" and "start the judge again with batch" in legacy.errors[-1]
     assert PipelineRun.objects.get(pk=other.pk).status == "running"
+
+
+def _work_until_finished(pipeline_run: PipelineRun, slices: int = 6) -> PipelineRun:
+    for _ in range(slices):
+        _work(pipeline_run)
+        if (done := PipelineRun.objects.get(pk=pipeline_run.pk)).is_finished:
+            return done
+    return PipelineRun.objects.get(pk=pipeline_run.pk)
+
+
+def _sender_dies(monkeypatch, pipeline_run: PipelineRun, *, after_gemini_took_it: bool) -> None:
+    """A worker slice whose job sender dies (here: its try raises) just after Gemini took the job, or just before;
+    the database is left as a killed worker leaves it: the job recorded as being sent, its requests open."""
+    from taskgen.stages.judge import batch
+
+    real = batch._send
+
+    def send(*args, **kwargs):
+        if after_gemini_took_it:
+            real(*args, **kwargs)
+        raise RuntimeError("worker killed before it recorded the job")
+
+    monkeypatch.setattr(batch, "_send", send)
+    _work(pipeline_run)
+    monkeypatch.setattr(batch, "_send", real)
+
+
+def test_a_job_whose_sender_died_after_gemini_took_it_is_found_again_and_never_sent_twice(fake_gemini, monkeypatch):
+    run, _ = _run_with(2)
+    pipeline_run = _batch_run(run)
+    _sender_dies(monkeypatch, pipeline_run, after_gemini_took_it=True)
+    [job] = JudgeBatchJob.objects.all()
+    assert job.state == "submitting" and job.display_name.startswith(f"taskgen-judge-{pipeline_run.pk}-")
+    _work(pipeline_run)  # its sender may still be at work: the units wait, nothing is sent again
+    assert JudgeBatchJob.objects.get().state == "submitting" and len(_creates(fake_gemini)) == 1
+    JudgeBatchJob.objects.update(created_at=timezone.now() - timedelta(hours=1))
+    done = _work_until_finished(pipeline_run)
+    assert (done.status, done.done) == ("done", 2)
+    job = JudgeBatchJob.objects.get()
+    assert (job.name, job.state) == ("batches/fake-1", "collected") and len(_creates(fake_gemini)) == 1
+    assert Judgment.objects.filter(source="batch").count() == 2
+
+
+def test_a_job_whose_sender_died_before_gemini_took_it_is_sent_again(fake_gemini, monkeypatch):
+    run, _ = _run_with(2)
+    pipeline_run = _batch_run(run)
+    _sender_dies(monkeypatch, pipeline_run, after_gemini_took_it=False)
+    assert JudgeBatchJob.objects.get().state == "submitting" and not _creates(fake_gemini)
+    JudgeBatchJob.objects.update(created_at=timezone.now() - timedelta(hours=1))
+    done = _work_until_finished(pipeline_run)
+    assert (done.status, done.done) == ("done", 2) and len(_creates(fake_gemini)) == 1
+    first, second = JudgeBatchJob.objects.order_by("pk")
+    assert (first.state, first.job_state) == ("ended", "its sender died before it reached Gemini")
+    assert second.state == "collected"

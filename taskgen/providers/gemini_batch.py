@@ -78,3 +78,15 @@ def gemini_batch_get(*, name: str, keys: list[str]) -> BatchState:
     answers = [_answer((item.metadata or {}).get("key") or (keys[i] if i < len(keys) else ""), item)
                for i, item in enumerate(items)]
     return BatchState(name=name, state=state, answers=answers)
+
+
+def gemini_batch_find(*, display_name: str) -> str | None:
+    """The name of the job submitted under `display_name` (each job the app sends has its own), or None when the
+    service holds none: how a job whose submitter died before recording it is found again."""
+    try:
+        for job in gemini_client().batches.list(config=types.ListBatchJobsConfig(page_size=100)):
+            if job.display_name == display_name:
+                return job.name
+    except genai_errors.APIError as exc:
+        raise _provider_error(exc) from exc
+    return None

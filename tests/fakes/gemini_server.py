@@ -5,9 +5,9 @@ it, every request recorded, scripted faults, configurable latency.
     server.script(["429", "503", "ok"])           # one fault per incoming call, then normal answers
     server.requests[0]["body"]                    # the JSON the SDK sent
 
-Batch API: `models/M:batchGenerateContent` stores the inlined requests; `GET batches/N` says running
-`batch_polls` times (each GET's path is kept in `polls`), then answers every request (scripted faults apply per
-request, in order: "429" and "503" are an error in place of that request's answer).
+Batch API: `models/M:batchGenerateContent` stores the inlined requests; `GET batches` lists them (one page);
+`GET batches/N` says running `batch_polls` times (each GET's path is kept in `polls`), then answers every request
+(scripted faults apply per request, in order: "429" and "503" are an error in place of that request's answer).
 Faults: "429" (RetryInfo hint of `retry_hint` seconds), "503", "timeout" (answers after `stall` seconds),
 "non_json", "fenced" (the JSON inside a ```json fence), "no_verdict" (JSON without a verdict), "bare_list" (a
 proposal's tasks as a bare JSON list, no {"tasks": ...}), "ok".
@@ -37,6 +37,7 @@ DEFAULT_ANSWER = {"parts": [{"part": "the whole task", "done": True, "evidence":
 _PATH = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):generateContent$")
 _BATCH_CREATE = re.compile(r"^/v1(?:beta)?/models/(?P<model>[^:/]+):batchGenerateContent$")
 _BATCH_GET = re.compile(r"^/v1(?:beta)?/(?P<name>batches/[^:/?]+)$")
+_BATCH_LIST = re.compile(r"^/v1(?:beta)?/batches$")
 _PROPOSAL = re.compile(r'\{"tasks": \[')
 _ASKED = re.compile(r"\bwrite (\d+)\b")
 _FOCUS_PAGE = re.compile(r"(/sites/[^\s,]+)")
@@ -141,6 +142,10 @@ class FakeGemini(FakeModelServer):
         return {"name": name, "metadata": metadata, "done": output is not None}
 
     def _handle_get(self, handler: BaseHTTPRequestHandler) -> None:
+        if _BATCH_LIST.match(handler.path.split("?")[0]):  # every job this server holds, in one page
+            with self._lock:
+                listed = [self._batch_operation(name, "BATCH_STATE_RUNNING") for name in self.batches]
+            return self._send(handler, 200, {"operations": listed})
         with self._lock:
             self.polls.append(handler.path)
         match = _BATCH_GET.match(handler.path.split("?")[0])

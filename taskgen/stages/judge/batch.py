@@ -2,19 +2,21 @@
 guarantees as single calls, at half the price.
 
 A unit's try (`judge_batch_unit`): an episode with a verdict is done; else it finds the open request of its episode
-in a job of this run, or submits ONE job for every open unit of the run that has neither a verdict nor a job
-(cache hits are stored at once, never sent; a run whose screenshots exceed Gemini's inline size is cut into several
-jobs); then it polls the job (one call for every unit polled within a few
-seconds, in this process). A running job is `RetryLater` (not a failed try: the slot is freed, the unit comes due
-again); a job that ended without answers, or an answer with an error, fails this unit's try (its next try submits it
-again); a succeeded job's answers are all stored once (collecting twice stores nothing twice: the judgment's unique
-constraint is the last word).
+in a job of this run, or submits ONE job for every open unit of the run that has neither a verdict nor a job (cache
+hits are stored at once, never sent; a run whose screenshots exceed Gemini's inline size is cut into several jobs;
+each job is recorded as being sent, under a name of its own, before it is sent, so a job whose sender died is found
+again at Gemini rather than paid for and never collected); then it polls the job (one call for every unit polled
+within a few seconds, in this process). A running job is `RetryLater` (not a failed try: the slot is freed, the unit
+comes due again); a job that ended without answers, or an answer with an error, fails this unit's try (its next try
+submits it again); a succeeded job's answers are all stored once (collecting twice stores nothing twice: the
+judgment's unique constraint is the last word).
 """
 from __future__ import annotations
 
 import logging
 import threading
 import time
+import uuid
 from decimal import Decimal
 
 from django.conf import settings
@@ -51,6 +53,11 @@ def judge_batch_unit(*, pipeline_run: PipelineRun, config_id: int, episode_id: i
     request = _open_request(pipeline_run.pk, episode_id) or _submit(pipeline_run, config_id, episode_id)
     if request is None:  # answered from the cache while its job was being built
         return Judgment.objects.get(episode_id=episode_id, config_id=config_id).verdict
+    if request.job.state == State.SUBMITTING:
+        _submitting(request.job)  # RetryLater while it is being sent; found again (or not) if its sender died
+        request = JudgeBatchRequest.objects.select_related("job").get(pk=request.pk)
+        if not request.open:
+            raise RetryLater(1, f"batch job {request.job.display_name} never reached Gemini: sending it again")
     if request.job.state == State.RUNNING:
         judge_batch_job_poll(job=request.job, config_id=config_id)
     return _outcome(request.pk, config_id)
@@ -69,8 +76,11 @@ def _open_request(pipeline_run_id: int, episode_id: int) -> JudgeBatchRequest | 
 # ── submit: one job for every open unit of the run that has no verdict and no job ────────────────────────────────
 
 def _submit(pipeline_run: PipelineRun, config_id: int, episode_id: int) -> JudgeBatchRequest | None:
-    """Under a lock on the run's row (one submitter at a time), submit a job for this episode and every other open
-    unit of the run without a verdict or a job; None when this episode was answered from the cache."""
+    """Under a lock on the run's row (one submitter at a time), record a job for this episode and every other open
+    unit of the run without a verdict or a job, then send it; None when this episode was answered from the cache.
+    The job is recorded (committed, 'being sent', under a name of its own) before it is sent: a sender killed after
+    Gemini took the job leaves a row by which a later try finds the job again, instead of a paid job nobody
+    collects."""
     config = JudgeConfig.objects.get(pk=config_id)
     with transaction.atomic():
         PipelineRun.objects.select_for_update().filter(pk=pipeline_run.pk).first()
@@ -80,18 +90,65 @@ def _submit(pipeline_run: PipelineRun, config_id: int, episode_id: int) -> Judge
         pending = _build_pending(_episodes_to_send(pipeline_run, config), config)
         if episode_id not in pending:
             return None
-        for number, part in enumerate(_jobs_of(pending, first=episode_id)):
-            try:
-                name = _send(pipeline_run, config, part)
-            except (RetryLater, ProviderError):
-                if number == 0:
-                    raise  # this unit's own job: its try fails
-                log.warning("batch job %s of %s not sent; its units send it on their tries", number, pipeline_run)
-                break
-            job = JudgeBatchJob.objects.create(pipeline_run=pipeline_run, name=name)
-            JudgeBatchRequest.objects.bulk_create(
-                [JudgeBatchRequest(job=job, episode_id=pk, **extra) for pk, (_, extra) in part.items()])
+        jobs = [(_job_record(pipeline_run, part), part) for part in _jobs_of(pending, first=episode_id)]
+    for number, (job, part) in enumerate(jobs):
+        try:
+            name = _send(config, job.display_name, part)
+        except (RetryLater, ProviderError) as exc:
+            for unsent, _ in jobs[number:]:
+                _job_not_sent(unsent, f"not sent: {exc}")
+            if number == 0:
+                raise  # this unit's own job: its try fails
+            log.warning("batch job %s of %s not sent; its units send it on their tries", number, pipeline_run)
+            break
+        JudgeBatchJob.objects.filter(pk=job.pk, state=State.SUBMITTING).update(name=name, state=State.RUNNING)
     return _open_request(pipeline_run.pk, episode_id)
+
+
+def _job_record(pipeline_run: PipelineRun, part: dict[int, tuple]) -> JudgeBatchJob:
+    job = JudgeBatchJob.objects.create(pipeline_run=pipeline_run, state=State.SUBMITTING,
+                                       display_name=f"taskgen-judge-{pipeline_run.pk}-{uuid.uuid4().hex[:12]}")
+    JudgeBatchRequest.objects.bulk_create(
+        [JudgeBatchRequest(job=job, episode_id=pk, **extra) for pk, (_, extra) in part.items()])
+    return job
+
+
+def _job_not_sent(job: JudgeBatchJob, why: str) -> None:
+    """A job that never reached Gemini: ended, its requests closed, so their units' next tries send them again."""
+    JudgeBatchJob.objects.filter(pk=job.pk, state=State.SUBMITTING).update(
+        state=State.ENDED, job_state=why[:300], finished_at=timezone.now())
+    JudgeBatchRequest.objects.filter(job=job).update(open=False)
+
+
+def _submit_grace_seconds() -> float:
+    """How long a job may be 'being sent' before a unit looks for it at Gemini: a live sender has recorded it, or
+    failed, by then (the SDK's timeout, twice, and a margin)."""
+    return 2 * settings.JUDGE_TIMEOUT_SECONDS + 30
+
+
+def _submitting(job: JudgeBatchJob) -> None:
+    """A job still 'being sent': RetryLater while its sender may be at work; after that, its sender died: the job
+    is looked for at Gemini by the name it was sent under, adopted if Gemini has it, else closed to be sent again."""
+    from taskgen.providers.gemini_batch import gemini_batch_find
+
+    age = (timezone.now() - job.created_at).total_seconds()
+    if age < _submit_grace_seconds():
+        raise RetryLater(min(10.0, _submit_grace_seconds() - age), f"batch job {job.display_name} is being sent")
+    try:
+        name = gemini_batch_find(display_name=job.display_name)
+    except ProviderError as exc:
+        if not exc.transient:
+            raise
+        raise RetryLater(exc.retry_after or 30, f"batch service busy: {exc}") from exc
+    with transaction.atomic():
+        locked = JudgeBatchJob.objects.select_for_update().get(pk=job.pk)
+        if locked.state != State.SUBMITTING:
+            return  # another unit settled it meanwhile
+        if name:
+            JudgeBatchJob.objects.filter(pk=job.pk).update(
+                name=name, state=State.RUNNING, job_state="found again at Gemini: its sender died before recording it")
+        else:
+            _job_not_sent(locked, "its sender died before it reached Gemini")
 
 
 def _jobs_of(pending: dict[int, tuple], *, first: int) -> list[dict[int, tuple]]:
@@ -132,12 +189,12 @@ def _build_pending(episode_ids: list[int], config: JudgeConfig) -> dict[int, tup
     return pending
 
 
-def _send(pipeline_run: PipelineRun, config: JudgeConfig, pending: dict[int, tuple]) -> str:
+def _send(config: JudgeConfig, display_name: str, pending: dict[int, tuple]) -> str:
     """Submit the job; a busy service is a counted try again later, as a busy model is for single calls."""
     from taskgen.providers.gemini_batch import gemini_batch_submit  # the SDK (40 MB) only where it is used
 
     try:
-        return gemini_batch_submit(model=config.model, display_name=f"taskgen-judge-{pipeline_run.pk}",
+        return gemini_batch_submit(model=config.model, display_name=display_name,
                                    requests={str(pk): request for pk, (request, _) in pending.items()})
     except ProviderError as exc:
         if not exc.transient:
