@@ -166,3 +166,29 @@ def test_approved_tasks_command_writes_only_the_approved(sandbox_sites, settings
     assert [json.loads(line)["task_id"] for line in out.read_text().splitlines()] == [first.task_id, second.task_id]
     with pytest.raises(SystemExit):  # the file exists: never appended to
         call_command("taskgen", "approved-tasks", "--sites", "shop", "--out", str(out), stderr=io.StringIO())
+
+
+def test_a_prompt_changed_during_a_run_is_named_on_the_run(sandbox_sites, settings, tmp_path):
+    """The prompt file edited while a run proposes: the run says so (its tasks came from two prompts)."""
+    from taskgen.stages.propose.prompt import DEFAULT_PROMPT_FILE
+
+    prompt = tmp_path / "propose.txt"
+    text = DEFAULT_PROMPT_FILE.read_text()
+    prompt.write_text(text)
+    settings.PROPOSE_PROMPT_FILE = str(prompt)
+    pipeline_run = run_start(stage=PipelineRun.Stage.PROPOSE, params={"provider": "rules", "sites": "shop",
+                                                                       "per_site": 30, "batch": 10})
+    work(pipeline_run_id=pipeline_run.pk, owner="test", slice_seconds=0)  # one batch with the first prompt
+    prompt.write_text(text.replace("version: propose-v1", "version: propose-v1-edited"))
+    while work(pipeline_run_id=pipeline_run.pk, owner="test") is not None:
+        pass
+    pipeline_run.refresh_from_db()
+    assert pipeline_run.status == PipelineRun.Status.DONE
+    assert pipeline_run.result["prompt versions"] == "propose-v1, propose-v1-edited"
+    assert any("the propose prompt changed during this run" in error for error in pipeline_run.errors)
+    assert set(Task.objects.values_list("prompt_version", flat=True)) == {"propose-v1", "propose-v1-edited"}
+
+
+def test_a_run_on_one_prompt_names_no_prompt_change(sandbox_sites):
+    pipeline_run = _propose(sites="shop", per_site=20, batch=10)
+    assert "prompt versions" not in pipeline_run.result and not pipeline_run.errors

@@ -163,6 +163,13 @@ def _finish(pipeline_run: PipelineRun, params: ProposeParams, failed: int) -> di
         summary[f"site {site['site']}"] = (f"{site['kept']} tasks ({site['info']} info), {site['duplicates']} "
                                            f"duplicates dropped, {site['invalid']} invalid"
                                            + "".join(f"; {problem}" for problem in site["pages_not_read"]))
+    versions = sorted(set(ProposalBatch.objects.filter(pipeline_run=pipeline_run).values_list("prompt_version",
+                                                                                              flat=True)))
+    if versions and versions != [params.prompt_version]:
+        summary["prompt versions"] = ", ".join(versions)
+        pipeline_run.errors = [*pipeline_run.errors, (  # saved with the finished run (engine/runs.py)
+            f"the propose prompt changed during this run (started with {params.prompt_version}; batches were asked "
+            f"with {', '.join(versions)}): its tasks came from different prompts; each task names its prompt_version")]
     if params.out:
         summary["written"] = _write_out(pipeline_run, params, sites)
     return summary
