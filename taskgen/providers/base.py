@@ -1,6 +1,9 @@
-"""The one call shape every provider answers."""
+"""The one call shape every provider answers, and the per-process cache of their SDK clients."""
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,3 +58,27 @@ class Provider(Protocol):
     name: str
 
     def complete(self, request: ProviderRequest) -> ProviderResult: ...
+
+
+class ClientsPerProcess:
+    """SDK clients made once per process and key (making one per call costs CPU for nothing), forgotten in a forked
+    child: a parent's clients hold its pooled connections, whose sockets the child would share, and two processes
+    talking on one socket mix their calls (a Celery prefork worker, a benchmark's worker processes)."""
+
+    def __init__(self) -> None:
+        self._clients: dict[Hashable, Any] = {}
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._forget)
+
+    def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        client = self._clients.get(key)  # the common case takes no lock
+        if client is not None:
+            return client
+        with self._lock:
+            if key not in self._clients:
+                self._clients[key] = make()
+            return self._clients[key]
+
+    def _forget(self) -> None:
+        self._clients = {}
+        self._lock = threading.Lock()  # a lock held by a parent's thread at the fork would never be released here

@@ -2,9 +2,7 @@
 fake server on 127.0.0.1); the SDK's own retries are off because the judge stage retries with the server's hint."""
 from __future__ import annotations
 
-import os
 import re
-import threading
 import time
 
 import httpx2 as httpx  # the SDK 3.x sends through httpx2
@@ -14,23 +12,11 @@ from google.genai import _common as genai_common
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from taskgen.providers.base import ProviderError, ProviderRequest, ProviderResult
+from taskgen.providers.base import ClientsPerProcess, ProviderError, ProviderRequest, ProviderResult
 
 TRANSIENT_STATUSES = {408, 429, 500, 502, 503, 504}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)s\s*$")
-_clients: dict[tuple, genai.Client] = {}
-_clients_lock = threading.Lock()
-
-
-def _forget_clients() -> None:
-    """In a forked child (a Celery prefork worker, a benchmark's worker processes): the parent's clients hold its
-    pooled connections, whose sockets the child shares; two processes talking on one socket mix their calls."""
-    global _clients_lock
-    _clients.clear()
-    _clients_lock = threading.Lock()  # a lock held by a parent's thread at the fork would never be released here
-
-
-os.register_at_fork(after_in_child=_forget_clients)
+_clients = ClientsPerProcess()
 
 
 def _no_field_is_a_member(model: object, key: object) -> bool:
@@ -47,19 +33,17 @@ if "__contains__" not in vars(genai_common.BaseModel):
 
 
 def gemini_client() -> genai.Client:
-    """One SDK client per (key, base URL, timeout) per process: making one per call costs CPU for nothing."""
+    """One SDK client per (key, base URL, timeout) per process."""
     key = (settings.GEMINI_API_KEY, settings.GOOGLE_GEMINI_BASE_URL, settings.JUDGE_TIMEOUT_SECONDS)
-    client = _clients.get(key)  # the common case takes no lock
-    if client is not None:
-        return client
-    with _clients_lock:
-        if key not in _clients:
-            if not settings.GEMINI_API_KEY:
-                raise ProviderError("GEMINI_API_KEY is not set: use the rules provider offline", transient=False)
-            options = types.HttpOptions(timeout=int(settings.JUDGE_TIMEOUT_SECONDS * 1000),
-                                        base_url=settings.GOOGLE_GEMINI_BASE_URL or None)
-            _clients[key] = genai.Client(api_key=settings.GEMINI_API_KEY, http_options=options)
-        return _clients[key]
+    return _clients.get(key, _make_client)
+
+
+def _make_client() -> genai.Client:
+    if not settings.GEMINI_API_KEY:
+        raise ProviderError("GEMINI_API_KEY is not set: use the rules provider offline", transient=False)
+    options = types.HttpOptions(timeout=int(settings.JUDGE_TIMEOUT_SECONDS * 1000),
+                                base_url=settings.GOOGLE_GEMINI_BASE_URL or None)
+    return genai.Client(api_key=settings.GEMINI_API_KEY, http_options=options)
 
 
 def retry_hint_seconds(error: genai_errors.APIError) -> float | None:

@@ -8,40 +8,23 @@ callers retry transient errors with the one rule in taskgen.providers.retry.
 from __future__ import annotations
 
 import base64
-import os
-import threading
 import time
 
 import openai
 from django.conf import settings
 
-from taskgen.providers.base import ProviderError, ProviderRequest, ProviderResult
+from taskgen.providers.base import ClientsPerProcess, ProviderError, ProviderRequest, ProviderResult
 
 NAME = "openai-compatible"
 TRANSIENT_STATUSES = {408, 409, 429, 500, 502, 503, 504}
-_clients: dict[tuple, openai.OpenAI] = {}
-_clients_lock = threading.Lock()
-
-
-def _forget_clients() -> None:
-    """In a forked child (a Celery prefork worker, a benchmark's worker processes): the parent's clients hold its
-    pooled connections, whose sockets the child shares; two processes talking on one socket mix their calls."""
-    global _clients_lock
-    _clients.clear()
-    _clients_lock = threading.Lock()  # a lock held by a parent's thread at the fork would never be released here
-
-
-os.register_at_fork(after_in_child=_forget_clients)
+_clients = ClientsPerProcess()
 
 
 def openai_client(base_url: str) -> openai.OpenAI:
     """One client per (base URL, key, timeout) per process; a local server without keys gets a placeholder key."""
     key = (base_url, settings.OPENAI_API_KEY, settings.JUDGE_TIMEOUT_SECONDS)
-    with _clients_lock:
-        if key not in _clients:
-            _clients[key] = openai.OpenAI(base_url=base_url, api_key=settings.OPENAI_API_KEY or "not-needed",
-                                          timeout=settings.JUDGE_TIMEOUT_SECONDS, max_retries=0)
-        return _clients[key]
+    return _clients.get(key, lambda: openai.OpenAI(base_url=base_url, api_key=settings.OPENAI_API_KEY or "not-needed",
+                                                   timeout=settings.JUDGE_TIMEOUT_SECONDS, max_retries=0))
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
