@@ -297,7 +297,8 @@ HARNESS_CHROMIUM = env_str("TASKGEN_CHROMIUM", "/usr/bin/chromium")
 # Where the harness reaches the sandbox sites; empty: each harness process serves them itself on 127.0.0.1.
 SANDBOX_BASE_URL = env_str("TASKGEN_SANDBOX_BASE_URL", "")
 HARNESS_MAX_STEPS = env_int("TASKGEN_HARNESS_MAX_STEPS", 20, minimum=1)
-# An episode still running after this many seconds is stopped and recorded as failed (below the Celery time limit).
+# An episode still running after this many seconds of browser time is stopped and recorded as failed; a model
+# agent's own time deciding is counted apart, against AGENT_MODEL_SECONDS (a slow model is not a stuck page).
 HARNESS_EPISODE_SECONDS = env_int("TASKGEN_HARNESS_EPISODE_SECONDS", 120, minimum=5)
 # Model agents (gemini, openai-compatible): what one step shows the model, capped so a long page does not blow the
 # context; retries of a busy model (the judge's backoff rule); the prompt file (taskgen/prompts/agent_v1.txt).
@@ -308,6 +309,8 @@ AGENT_ELEMENT_CHARS = env_int("TASKGEN_AGENT_ELEMENT_CHARS", 80, minimum=10)
 AGENT_TEXT_CHARS = env_int("TASKGEN_AGENT_TEXT_CHARS", 2500, minimum=0)
 AGENT_HISTORY = env_int("TASKGEN_AGENT_HISTORY", 10, minimum=0)
 AGENT_MAX_ATTEMPTS = env_int("TASKGEN_AGENT_MAX_ATTEMPTS", 4, minimum=1)
+# The agent's own time (its model's answers, retries included) one episode may take before it is stopped.
+AGENT_MODEL_SECONDS = env_int("TASKGEN_AGENT_MODEL_SECONDS", 600, minimum=5)
 # The user's own harnesses, set by an admin in the environment only (never from a page): a JSON object
 # {"name": "command with {tasks} {run_dir} {arm}"} or {"name": {"command": ..., "timeout_seconds": N}}.
 EXTERNAL_HARNESS_SECONDS = env_int("TASKGEN_EXTERNAL_HARNESS_SECONDS", 3600, minimum=1)

@@ -120,10 +120,9 @@ def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: i
           server_errors: SiteServerErrors) -> None:
     record.finished = "step_limit"
     record.end_reason = f"the step limit ({max_steps}) was reached"
-    deadline = time.monotonic() + settings.HARNESS_EPISODE_SECONDS
+    started = time.monotonic()
     for step in range(1, max_steps + 1):
-        if time.monotonic() > deadline:
-            raise HarnessError(f"episode timed out after {settings.HARNESS_EPISODE_SECONDS}s at step {step}")
+        _time_check(clock, started, step)
         with clock.phase("browser"):  # the sub-phases (screenshot, observe, act) are for the benchmark
             with clock.phase("screenshot"):
                 shot = page.screenshot(type="png")
@@ -152,6 +151,19 @@ def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: i
         with clock.phase("browser"), clock.phase("act"):
             _execute(record, page, base_url, name, params or {})
         server_errors.raise_if_any()
+
+
+def _time_check(clock: _Clock, started: float, step: int) -> None:
+    """Stop an episode over its time: the browser's (HARNESS_EPISODE_SECONDS) and, apart, the agent's own time
+    deciding (AGENT_MODEL_SECONDS): twenty steps of a 6 s model used to fill the browser's limit by themselves."""
+    deciding = clock.spent.get("agent", 0.0)
+    browsing = time.monotonic() - started - deciding
+    if browsing > settings.HARNESS_EPISODE_SECONDS:
+        raise HarnessError(f"episode timed out after {settings.HARNESS_EPISODE_SECONDS}s of browser time at step "
+                           f"{step} (TASKGEN_HARNESS_EPISODE_SECONDS; the agent's own time is not counted in it)")
+    if deciding > settings.AGENT_MODEL_SECONDS:
+        raise HarnessError(f"episode stopped at step {step}: the agent took {deciding:.0f}s to decide, over "
+                           f"TASKGEN_AGENT_MODEL_SECONDS ({settings.AGENT_MODEL_SECONDS}s)")
 
 
 def _row(record: EpisodeRecord, obs: Observation, action: dict, step: int) -> dict:

@@ -77,6 +77,16 @@ def element_list(elements: list[dict]) -> str:
     return "\n".join(lines) or "(no elements to act on)"
 
 
+ASKS_PER_STEP = 2  # an answer that cannot be read is asked again once, then the step is invalid
+
+
+def agent_step_seconds() -> float:
+    """The longest one step's model calls can take: asked up to twice, each call tried AGENT_MAX_ATTEMPTS times up to
+    its timeout with the backoff between (what an episode may run past its agent's time limit, at most)."""
+    return ASKS_PER_STEP * settings.AGENT_MAX_ATTEMPTS * (settings.JUDGE_TIMEOUT_SECONDS
+                                                          + settings.JUDGE_RETRY_MAX_SECONDS)
+
+
 class ModelAgent:
     """The `Agent` protocol over a provider (gemini or openai-compatible)."""
 
@@ -146,7 +156,7 @@ class ModelAgent:
 
     def _ask(self, prompt: str, observation: Observation, step: dict) -> dict:
         """The action from the model's answer; asked once more with the reason when it cannot be read."""
-        for attempt in (1, 2):
+        for attempt in range(1, ASKS_PER_STEP + 1):
             result = self._call(prompt, observation)
             step["raw"].append(result.text)
             step["input_tokens"] += result.input_tokens

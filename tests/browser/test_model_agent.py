@@ -158,3 +158,23 @@ def test_a_text_only_model_gets_no_screenshot(live_server, fake_openai):
     record = _run(task, live_server, takes_images=False)
     assert record.verifier["ok"]
     assert all(isinstance(r["body"]["messages"][1]["content"], str) for r in fake_openai.requests)
+
+
+def test_a_slow_models_thinking_does_not_count_against_the_browsers_time(live_server, fake_openai, settings):
+    """Four steps of a 1.5 s model against a 4 s episode limit: the model's time is counted apart (it used to fill
+    the browser's limit by itself and the episode failed as timed out)."""
+    settings.HARNESS_EPISODE_SECONDS, settings.AGENT_MODEL_SECONDS = 4, 60
+    task = _task("sb-shop-001")
+    fake_openai.answer, fake_openai.latency = SolutionPolicy(task), 1.5
+    record = _run(task, live_server)
+    assert record.error == "" and record.finished == "done" and record.verifier["ok"], record.error
+    assert record.timings["model"] > settings.HARNESS_EPISODE_SECONDS
+
+
+def test_an_agent_over_its_own_time_is_stopped_with_the_reason(live_server, fake_openai, settings):
+    settings.HARNESS_EPISODE_SECONDS, settings.AGENT_MODEL_SECONDS = 120, 1.5
+    task = _task("sb-shop-001")
+    fake_openai.answer, fake_openai.latency = SolutionPolicy(task), 1.0
+    record = _run(task, live_server)
+    assert "the agent took" in record.error and "over TASKGEN_AGENT_MODEL_SECONDS (1.5s)" in record.error
+    assert "at step 3" in record.error

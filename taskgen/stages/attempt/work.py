@@ -12,6 +12,7 @@ from pathlib import Path
 from django.conf import settings
 
 from taskgen.harness.agents import external_harness_name
+from taskgen.harness.model_agent import agent_step_seconds
 from taskgen.models import PipelineRun, WorkUnit
 from taskgen.stages.attempt import external
 from taskgen.stages.attempt.service import (
@@ -111,8 +112,8 @@ ATTEMPT_WORK = StageWork(
     name=PipelineRun.Stage.ATTEMPT, check=attempt_params_check, read=AttemptParams.from_json, units=_units, do=_do,
     finish=_finish, queue="browser", batch=1, max_attempts=3,
     # one unit may run a browser episode or an external harness for its whole time limit: the worker's time limits
-    # cover the longest
-    unit_seconds=max([settings.HARNESS_EPISODE_SECONDS + 60,
+    # cover the longest (an episode's browser time, its agent's time, and the last step's model call past it)
+    unit_seconds=max([settings.HARNESS_EPISODE_SECONDS + settings.AGENT_MODEL_SECONDS + agent_step_seconds() + 60,
                       *(h.timeout_seconds for h in settings.EXTERNAL_HARNESSES.values())]),
     nothing_to_do="nothing to attempt: the tasks file holds no tasks",
 )
