@@ -30,7 +30,7 @@ from taskgen.providers import (
     provider_missing,
 )
 from taskgen.providers.pricing import model_cost_usd
-from taskgen.providers.retry import call_with_retries
+from taskgen.providers.retry import call_with_retries, retries_longest_seconds
 
 DEFAULT_PROMPT_FILE = Path(__file__).resolve().parents[1] / "prompts" / "agent_v1.txt"
 PROMPT_KEEP_CHARS = 20_000  # of each step's prompt, in the record: enough to see what the model was shown
@@ -81,10 +81,9 @@ ASKS_PER_STEP = 2  # an answer that cannot be read is asked again once, then the
 
 
 def agent_step_seconds() -> float:
-    """The longest one step's model calls can take: asked up to twice, each call tried AGENT_MAX_ATTEMPTS times up to
-    its timeout with the backoff between (what an episode may run past its agent's time limit, at most)."""
-    return ASKS_PER_STEP * settings.AGENT_MAX_ATTEMPTS * (settings.JUDGE_TIMEOUT_SECONDS
-                                                          + settings.JUDGE_RETRY_MAX_SECONDS)
+    """The longest one step's model calls can take: asked up to twice, each ask the retry rule's longest (what an
+    episode may run past its agent's time limit, at most)."""
+    return ASKS_PER_STEP * retries_longest_seconds(attempts=settings.AGENT_MAX_ATTEMPTS)
 
 
 class ModelAgent:

@@ -23,6 +23,12 @@ def retry_delay(*, attempt: int, hint: float | None = None) -> float:
     return max(delay, hint or 0.0)
 
 
+def retries_longest_seconds(*, attempts: int) -> float:
+    """The longest `call_with_retries` can take with calls that each run to the model timeout: every try, and the
+    longest backoff between them (a server's hint may ask for longer)."""
+    return attempts * settings.JUDGE_TIMEOUT_SECONDS + (attempts - 1) * settings.JUDGE_RETRY_MAX_SECONDS
+
+
 def call_with_retries(call: Callable[[], T], *, attempts: int, before: Callable[[], None] | None = None,
                       what: str = "model call") -> T:
     """`call()`, tried up to `attempts` times while it raises a transient ProviderError (`before()` runs ahead of
