@@ -1,12 +1,14 @@
-"""Login throttling: after too many failed logins for one username or from one address, the login form answers
-429 for a while without checking any password. Counts live in the cache (Redis in production), so every web
-worker shares them.
+"""Login throttling, by django-axes (its database handler): after LOGIN_FAILURE_LIMIT failed logins for one username
+or from one address, the login form answers 429 until LOGIN_FAILURE_WINDOW_SECONDS have passed since the last
+failure, without checking any password. The counts live in the database, so every web worker shares them and a
+login never waits on Redis (its outage used to fail every login). This module holds what axes asks the app for:
+the client's address behind the proxy, the username as counted, and the page of a refused login.
 """
 from __future__ import annotations
 
+from axes.utils import reset as axes_reset
 from django.conf import settings
 from django.contrib.auth import views as auth_views
-from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
@@ -21,46 +23,23 @@ def client_address(request: HttpRequest) -> str:
     return request.META.get("REMOTE_ADDR", "")
 
 
-def _keys(request: HttpRequest) -> list[str]:
-    username = request.POST.get("username", "").strip().lower()[:150]
-    return [f"login-fail:user:{username}", f"login-fail:addr:{client_address(request)}"]
+def login_username(request: HttpRequest, credentials: dict | None = None) -> str:
+    """The username a failure is counted for: trimmed and lower-cased, so "Alice " and "alice" share one count."""
+    given = (credentials or {}).get("username") or getattr(request, "POST", {}).get("username") or ""
+    return str(given).strip().lower()[:150]
 
 
-def login_throttled(request: HttpRequest) -> bool:
-    """True when this username or this address has failed LOGIN_FAILURE_LIMIT times within the window."""
-    counts = cache.get_many(_keys(request))
-    return any(count >= settings.LOGIN_FAILURE_LIMIT for count in counts.values())
-
-
-def login_failure_count(request: HttpRequest) -> None:
-    """Count one failed login for the username and the address; each count expires after the window."""
-    for key in _keys(request):
-        if cache.add(key, 1, settings.LOGIN_FAILURE_WINDOW_SECONDS):
-            continue
-        try:
-            cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.add(key, 1, settings.LOGIN_FAILURE_WINDOW_SECONDS)
-
-
-def login_failures_forget(request: HttpRequest) -> None:
-    """A successful login clears its username's count (the address's stays: it may be guessing other names)."""
-    cache.delete(_keys(request)[0])
+def login_refused(request: HttpRequest, response: HttpResponse | None = None,
+                  credentials: dict | None = None) -> HttpResponse:
+    """The page a throttled login gets (axes' lockout response): 429, saying for how long."""
+    minutes = max(1, settings.LOGIN_FAILURE_WINDOW_SECONDS // 60)
+    return render(request, "registration/login_throttled.html", {"minutes": minutes}, status=429)
 
 
 class ThrottledLoginView(auth_views.LoginView):
-    """Django's login view, refusing posts for a while after repeated failures."""
-
-    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if login_throttled(request):
-            minutes = max(1, settings.LOGIN_FAILURE_WINDOW_SECONDS // 60)
-            return render(request, "registration/login_throttled.html", {"minutes": minutes}, status=429)
-        return super().post(request, *args, **kwargs)
-
-    def form_invalid(self, form) -> HttpResponse:
-        login_failure_count(self.request)
-        return super().form_invalid(form)
+    """Django's login view; axes refuses it after repeated failures (its backend and middleware). A successful
+    login clears its username's failures (the address's others stay: it may be guessing other names)."""
 
     def form_valid(self, form) -> HttpResponse:
-        login_failures_forget(self.request)
+        axes_reset(username=login_username(self.request))
         return super().form_valid(form)

@@ -6,6 +6,7 @@ Defaults run on a laptop with nothing installed: SQLite, an embedded filesystem 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -46,6 +47,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "axes",
     "taskgen",
     "review",
     "sandbox",
@@ -358,14 +360,29 @@ MIDDLEWARE = ["taskgen.logs.RequestLogMiddleware", MIDDLEWARE[0], "taskgen.secur
 # harness's own server), straight from the app's static folders: sandbox pages and the app look the same everywhere.
 WHITENOISE_USE_FINDERS = True
 
-# The cache holds login-failure counts: Redis when there is one, so every web worker shares them.
+# Failed logins are counted in the database by django-axes (taskgen/login_throttle.py), so a login never waits on
+# Redis. The cache (Redis when there is one) holds nothing a request cannot do without; its short timeouts keep an
+# outage of Redis from holding a request up.
 CACHE_URL = env_str("TASKGEN_CACHE_URL", REDIS_URL)
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL,
-                      "KEY_PREFIX": "taskgen"}
+                      "KEY_PREFIX": "taskgen",
+                      "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}}
           if CACHE_URL.startswith(("redis://", "rediss://")) else
           {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 LOGIN_FAILURE_LIMIT = env_int("TASKGEN_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 LOGIN_FAILURE_WINDOW_SECONDS = env_int("TASKGEN_LOGIN_FAILURE_WINDOW", 900, minimum=1)
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")  # last, as axes asks: it turns a refused login into its page
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(seconds=LOGIN_FAILURE_WINDOW_SECONDS)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one alone: a name guessed from many addresses too
+AXES_CLIENT_IP_CALLABLE = "taskgen.login_throttle.client_address"
+AXES_USERNAME_CALLABLE = "taskgen.login_throttle.login_username"
+AXES_LOCKOUT_CALLABLE = "taskgen.login_throttle.login_refused"
+AXES_RESET_ON_SUCCESS = False  # the login view clears the username's failures only, never the address's
+AXES_DISABLE_ACCESS_LOG = True  # the request log has every login; no table that grows with each one
+AXES_VERBOSE = False
 
 # One JSON line per record (TASKGEN_LOG_FORMAT=text for plain lines): one per request (taskgen.logs), one per Celery
 # task; a 4xx is its request's line alone (django.request's own 4xx line is dropped), a 5xx keeps its traceback.

@@ -26,6 +26,7 @@ from taskgen.stages.judge.work import JudgeParams
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import FakeGemini
 from tests.judge_helpers import shop_episode
+from tests.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parent.parent
 EPISODES = 300
@@ -41,35 +42,6 @@ def _postgresql_only():
         pytest.skip("kills workers mid-transaction with several processes writing: needs PostgreSQL (DATABASE_URL)")
 
 
-class Redis:
-    """A redis-server of our own, without persistence: killed, everything in it is gone."""
-
-    def __init__(self, port: int, folder: Path) -> None:
-        self.port, self.folder, self.process = port, folder, None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.folder)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-        _wait_for(self._answers, 20, f"redis-server on port {self.port}")
-
-    def _answers(self) -> bool:
-        import redis
-
-        try:
-            return redis.Redis(port=self.port, socket_connect_timeout=0.5).ping()
-        except redis.RedisError:
-            return False
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(10)
-
-
 @pytest.fixture
 def fake_gemini():
     server = FakeGemini(latency=0.05, retry_hint=0.2).start()
@@ -81,11 +53,9 @@ def fake_gemini():
 
 @pytest.fixture
 def redis_server(tmp_path):
-    server = Redis(REDIS_PORT, tmp_path)
-    server.start()
+    server = RedisServer(REDIS_PORT, tmp_path).start()
     yield server
-    if server.process.poll() is None:
-        server.kill()
+    server.kill()
 
 
 @pytest.fixture

@@ -11,15 +11,17 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import requests
+from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.core.cache import cache
 from django.db import connection
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.factories import UserFactory
 
@@ -147,49 +149,57 @@ def test_gunicorn_serves_the_app_with_production_settings(gunicorn):
 THROTTLED_ADDRESS = "10.0.0.99"
 
 
-@pytest.fixture
-def fresh_throttle():
-    keys = ["login-fail:user:throttled", "login-fail:user:other", f"login-fail:addr:{THROTTLED_ADDRESS}"]
-    cache.delete_many(keys)
-    yield
-    cache.delete_many(keys)
-
-
-def _login(client, username: str, password: str):
+def _login(client, username: str, password: str, **headers):
     return client.post(reverse("login"), {"username": username, "password": password},
-                       REMOTE_ADDR=THROTTLED_ADDRESS)
+                       REMOTE_ADDR=headers.pop("REMOTE_ADDR", THROTTLED_ADDRESS), **headers)
+
+
+def _window_passes() -> None:
+    """Every failure counted so far is older than the window (what waiting 15 minutes does)."""
+    window = timedelta(seconds=settings.LOGIN_FAILURE_WINDOW_SECONDS + 1)
+    AccessAttempt.objects.update(attempt_time=timezone.now() - window)
 
 
 @pytest.mark.django_db
-def test_repeated_failed_logins_are_throttled_then_forgotten(client, fresh_throttle):
+def test_repeated_failed_logins_are_throttled_then_forgotten(client):
     UserFactory(username="throttled", role="viewer")
-    for _ in range(settings.LOGIN_FAILURE_LIMIT):
+    for _ in range(settings.LOGIN_FAILURE_LIMIT - 1):
         assert _login(client, "throttled", "wrong").status_code == 200
+    assert _login(client, "throttled", "wrong").status_code == 429  # the failure that reaches the limit
     refused = _login(client, "throttled", "pw-for-tests")
     assert refused.status_code == 429 and "Too many failed logins" in refused.content.decode()
     assert not refused.wsgi_request.user.is_authenticated  # the right password is not even checked
-    cache.delete_many(["login-fail:user:throttled", f"login-fail:addr:{THROTTLED_ADDRESS}"])  # the window passed
+    _window_passes()
     assert _login(client, "throttled", "pw-for-tests").status_code == 302
 
 
 @pytest.mark.django_db
-def test_one_address_guessing_many_names_is_throttled_too(client, fresh_throttle):
+def test_a_username_is_counted_whatever_its_case_and_a_success_clears_it(client):
+    UserFactory(username="throttled", role="viewer")
+    for n in range(settings.LOGIN_FAILURE_LIMIT - 1):
+        _login(client, "Throttled " if n % 2 else "throttled", "wrong", REMOTE_ADDR=f"10.0.1.{n}")
+    assert _login(client, "throttled", "wrong", REMOTE_ADDR="10.0.2.1").status_code == 429
+    _window_passes()
+    for n in range(settings.LOGIN_FAILURE_LIMIT - 1):
+        _login(client, "throttled", "wrong", REMOTE_ADDR=f"10.0.3.{n}")
+    assert _login(client, "throttled", "pw-for-tests", REMOTE_ADDR="10.0.4.1").status_code == 302
+    client.logout()
+    for n in range(settings.LOGIN_FAILURE_LIMIT - 1):  # the success cleared the name's failures
+        assert _login(client, "throttled", "wrong", REMOTE_ADDR=f"10.0.5.{n}").status_code == 200
+
+
+@pytest.mark.django_db
+def test_one_address_guessing_many_names_is_throttled_too(client):
     for n in range(settings.LOGIN_FAILURE_LIMIT):
         _login(client, "throttled" if n % 2 else "other", "wrong")
     assert _login(client, "someone-else", "x").status_code == 429
 
 
 @pytest.mark.django_db
-def test_behind_the_proxy_each_client_is_counted_by_the_address_the_proxy_saw(client, settings, fresh_throttle):
+def test_behind_the_proxy_each_client_is_counted_by_the_address_the_proxy_saw(client, settings):
     settings.BEHIND_PROXY = True
-    cache.delete_many(["login-fail:addr:10.0.0.1", "login-fail:addr:10.0.0.2"])
     for _ in range(settings.LOGIN_FAILURE_LIMIT):  # one guesser, through the proxy at THROTTLED_ADDRESS
-        client.post(reverse("login"), {"username": f"guess-{_}", "password": "x"}, REMOTE_ADDR=THROTTLED_ADDRESS,
-                    HTTP_X_FORWARDED_FOR="6.6.6.6, 10.0.0.1")
-    guesser = client.post(reverse("login"), {"username": "g", "password": "x"}, REMOTE_ADDR=THROTTLED_ADDRESS,
-                          HTTP_X_FORWARDED_FOR="10.0.0.1")
-    someone_else = client.post(reverse("login"), {"username": "h", "password": "x"}, REMOTE_ADDR=THROTTLED_ADDRESS,
-                               HTTP_X_FORWARDED_FOR="10.0.0.2")
+        _login(client, f"guess-{_}", "x", HTTP_X_FORWARDED_FOR="6.6.6.6, 10.0.0.1")
+    guesser = _login(client, "g", "x", HTTP_X_FORWARDED_FOR="10.0.0.1")
+    someone_else = _login(client, "h", "x", HTTP_X_FORWARDED_FOR="10.0.0.2")
     assert guesser.status_code == 429 and someone_else.status_code == 200
-    cache.delete_many(["login-fail:addr:10.0.0.1", "login-fail:addr:10.0.0.2"]
-                      + [f"login-fail:user:guess-{n}" for n in range(settings.LOGIN_FAILURE_LIMIT)])
