@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -71,3 +72,15 @@ def env_secret(name: str) -> str:
         return Path(file_name).read_text().strip()
     except OSError as exc:
         raise ImproperlyConfigured(f"{name}_FILE={file_name!r} cannot be read: {exc.strerror}") from exc
+
+
+def redis_url_with_password(url: str, password: str) -> str:
+    """A redis:// (or rediss://) URL with the password put in, unless it names one already; any other URL as it is.
+
+    The password comes from a secret (REDIS_PASSWORD or REDIS_PASSWORD_FILE), so a URL in the environment or in
+    .env never has to carry it."""
+    parts = urlsplit(url)
+    if not password or parts.scheme not in {"redis", "rediss"} or parts.password is not None:
+        return url
+    user, host = (parts.username or ""), parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host}"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from taskgen.env import env_bool, env_float, env_int, env_path, env_secret, env_str
+from taskgen.env import env_bool, env_float, env_int, env_path, env_secret, env_str, redis_url_with_password
 from taskgen.harness.external import external_harnesses_parse
 from taskgen.logs import client_error_is_logged_elsewhere
 from taskgen.providers import provider_check
@@ -175,7 +175,12 @@ DATA_ROOT = env_path("TASKGEN_DATA_ROOT", VAR_DIR / "data")
 
 # Celery: Redis in production and CI, an embedded filesystem broker by default so `make demo` needs no server.
 _BROKER_SCHEMES = {"redis", "rediss", "amqp", "memory", "sqla+sqlite", "sqla+postgresql"}
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+# Redis's password (docker-compose: a secret file, REDIS_PASSWORD_FILE) goes into every redis:// URL that has none.
+REDIS_PASSWORD = env_secret("REDIS_PASSWORD")
+CELERY_BROKER_URL = redis_url_with_password(env_str("CELERY_BROKER_URL", "filesystem://"), REDIS_PASSWORD)
+if CELERY_BROKER_URL != env_str("CELERY_BROKER_URL", "filesystem://"):
+    # Celery prefers the environment's CELERY_BROKER_URL (no password) to this setting, but these two to both.
+    CELERY_BROKER_READ_URL = CELERY_BROKER_WRITE_URL = CELERY_BROKER_URL
 if CELERY_BROKER_URL == "filesystem://":
     _queue_dir = VAR_DIR / "broker"
     for _sub in ("queue", "processed", "control"):
@@ -235,7 +240,8 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 # Separate queues so judge calls and browser episodes scale on their own workers: each engine stage names its queue
 # (StageWork.queue); nothing else is routed.
 CELERY_TASK_ROUTES: dict = {}
-REDIS_URL = env_str("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else "")
+REDIS_URL = redis_url_with_password(
+    env_str("REDIS_URL", CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else ""), REDIS_PASSWORD)
 
 # Model providers. Without a key the app runs its offline providers and says so on every page.
 GEMINI_API_KEY = env_secret("GEMINI_API_KEY")
@@ -363,7 +369,7 @@ WHITENOISE_USE_FINDERS = True
 # Failed logins are counted in the database by django-axes (taskgen/login_throttle.py), so a login never waits on
 # Redis. The cache (Redis when there is one) holds nothing a request cannot do without; its short timeouts keep an
 # outage of Redis from holding a request up.
-CACHE_URL = env_str("TASKGEN_CACHE_URL", REDIS_URL)
+CACHE_URL = redis_url_with_password(env_str("TASKGEN_CACHE_URL", REDIS_URL), REDIS_PASSWORD)
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL,
                       "KEY_PREFIX": "taskgen",
                       "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5}}

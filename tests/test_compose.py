@@ -3,9 +3,13 @@ checks that every command, healthcheck, variable, secret and volume refers to so
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shlex
+import shutil
+import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -122,7 +126,121 @@ def test_secrets_and_volumes_are_declared_and_attached():
 
 def test_redis_keeps_queued_work_across_a_restart():
     command = SERVICES["redis"]["command"]
-    assert _option(command, "--appendonly") == "yes"
+    assert command[0] == "redis-server" and _option(command, "--appendonly") == "yes"
+
+
+def _duration_seconds(text: str) -> float:
+    """Compose's duration ("200s", "1m30s") in seconds."""
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", str(text))
+    assert parts and any(parts.groups()), text
+    hours, minutes, seconds = (int(g or 0) for g in parts.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def test_every_long_running_service_gets_time_to_finish_the_work_in_hand():
+    """Docker's default of 10 s killed a worker in the middle of its 60 s slice on every redeploy."""
+    grace = {name: _duration_seconds(service["stop_grace_period"])
+             for name, service in SERVICES.items() if "stop_grace_period" in service}
+    assert set(SERVICES) - {"migrate", "flower"} <= set(grace), set(SERVICES) - set(grace)
+    slice_ = settings.ENGINE_SLICE_SECONDS
+    assert grace["worker-judge"] >= slice_ + settings.JUDGE_TIMEOUT_SECONDS
+    assert grace["worker-browser"] >= slice_ + settings.HARNESS_EPISODE_SECONDS
+    assert grace["worker-default"] >= slice_ + 30
+    gunicorn = (ROOT / "gunicorn.conf.py").read_text()
+    assert grace["web"] > int(re.search(r"^graceful_timeout = (\d+)", gunicorn, re.M).group(1))
+    assert all(seconds > 10 for seconds in grace.values())
+    for name in ("worker-judge", "worker-browser", "worker-default", "beat"):
+        assert SERVICES[name]["command"][0] == "celery"  # exec form: tini hands SIGTERM to Celery (a warm shutdown)
+
+
+def test_every_service_rotates_its_log():
+    for name, service in SERVICES.items():
+        logging = service.get("logging") or {}
+        assert logging.get("driver") == "json-file", name
+        assert {"max-size", "max-file"} <= set(logging.get("options") or {}), name
+
+
+def test_redis_asks_for_a_password_that_every_client_is_given():
+    redis = SERVICES["redis"]
+    assert "redis_password" in redis["secrets"] and "redis_password" in COMPOSE["secrets"]
+    assert "--requirepass" in redis["entrypoint"][2] and "/run/secrets/redis_password" in redis["entrypoint"][2]
+    assert "REDISCLI_AUTH" in redis["healthcheck"]["test"][1]
+    for name in APP_SERVICES:
+        assert SERVICES[name]["environment"]["REDIS_PASSWORD_FILE"] == "/run/secrets/redis_password", name
+        assert "redis_password" in SERVICES[name]["secrets"], name
+    assert "/run/secrets/redis_password" in SERVICES["flower"]["command"][2]
+    assert "redis_password" in SERVICES["flower"]["secrets"]
+
+
+def _in_a_shell(compose_shell: str, tmp_path: Path, *args: str, env: dict | None = None):
+    """Run a service's `sh -c` text as its container would (compose's $$ is $), with the secret at a file of ours
+    and programs of ours first on the PATH."""
+    script = compose_shell.replace("$$", "$").replace("/run/secrets/redis_password", str(tmp_path / "redis_password"))
+    return subprocess.run(["sh", "-c", script, *args], capture_output=True, text=True, timeout=60,
+                          env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", **(env or {})})
+
+
+def _program(tmp_path: Path, name: str, body: str) -> None:
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    path = tmp_path / "bin" / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="redis-server is not installed")
+def test_the_redis_service_refuses_clients_without_its_password(tmp_path):
+    """The service's entrypoint started for real (the image's entrypoint stood in for by one that starts this
+    machine's redis-server on a port of ours), its healthcheck run against it, and the app's settings reading the
+    same secret reach it: broker and cache."""
+    import redis
+
+    (tmp_path / "redis_password").write_text("s3cret/+@x\n")
+    port = 6398
+    _program(tmp_path, "docker-entrypoint.sh",
+             f'shift; exec redis-server "$@" --port {port} --bind 127.0.0.1 --save "" --dir {tmp_path}')
+    script = SERVICES["redis"]["entrypoint"]
+    server = subprocess.Popen(["sh", "-c", script[2].replace("$$", "$").replace(
+        "/run/secrets/redis_password", str(tmp_path / "redis_password")), script[3], *SERVICES["redis"]["command"]],
+        env={"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}, stdout=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                redis.Redis(port=port, password="s3cret/+@x").ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port).ping()
+        _program(tmp_path, "redis-cli", f'exec /usr/bin/redis-cli -p {port} "$@"')
+        assert _in_a_shell(SERVICES["redis"]["healthcheck"]["test"][1], tmp_path).returncode == 0
+        (tmp_path / "redis_password").write_text("wrong")
+        assert _in_a_shell(SERVICES["redis"]["healthcheck"]["test"][1], tmp_path).returncode != 0
+        (tmp_path / "redis_password").write_text("s3cret/+@x\n")
+        app = subprocess.run(
+            [sys.executable, "-c", "import django; django.setup()\n"
+             "from taskgen.celery import app\nfrom django.core.cache import cache\n"
+             "app.connection_for_write().ensure_connection(max_retries=1)\n"
+             "cache.set('compose-test', 'reached'); print(cache.get('compose-test'))"],
+            capture_output=True, text=True, timeout=60, cwd=ROOT,
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "taskgen.settings",
+                 "CELERY_BROKER_URL": f"redis://127.0.0.1:{port}/0",
+                 "REDIS_PASSWORD_FILE": str(tmp_path / "redis_password")})
+        assert app.returncode == 0 and app.stdout.strip() == "reached", app.stderr[-2000:]
+    finally:
+        server.kill()
+        server.wait(10)
+
+
+def test_flower_refuses_to_start_without_a_login_and_reaches_redis_with_its_password(tmp_path):
+    (tmp_path / "redis_password").write_text("s3cret\n")
+    _program(tmp_path, "celery", 'printf "%s\\n" "$@"')
+    command = SERVICES["flower"]["command"]
+    assert command[:2] == ["sh", "-c"]
+    refused = _in_a_shell(command[2], tmp_path)
+    assert refused.returncode != 0 and "FLOWER_BASIC_AUTH" in refused.stderr and not refused.stdout
+    started = _in_a_shell(command[2], tmp_path, env={"FLOWER_BASIC_AUTH": "admin:pass"})
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.split() == ["--broker=redis://:s3cret@redis:6379/0", "flower", "--port=5555"]
 
 
 def test_app_environment_names_variables_the_settings_read_and_interpolations_are_listed():

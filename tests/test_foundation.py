@@ -38,6 +38,14 @@ def test_env_secret_names_an_unreadable_file(monkeypatch, tmp_path):
         env.env_secret("X_KEY")
 
 
+def test_redis_password_goes_into_redis_urls_that_name_none():
+    assert env.redis_url_with_password("redis://redis:6379/0", "a/b@c") == "redis://:a%2Fb%40c@redis:6379/0"
+    assert env.redis_url_with_password("rediss://u@h:1/2", "p") == "rediss://u:p@h:1/2"
+    assert env.redis_url_with_password("redis://:own@h:1/0", "p") == "redis://:own@h:1/0"  # the URL's own wins
+    assert env.redis_url_with_password("filesystem://", "p") == "filesystem://"
+    assert env.redis_url_with_password("redis://h:1/0", "") == "redis://h:1/0"
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("url_name", ["/", "/runs/1/", "/episodes/1/", "/blobs/" + "a" * 64 + "/"])
 def test_anonymous_visitor_is_sent_to_login(client, url_name):

@@ -24,8 +24,10 @@ from pathlib import Path
 PLACEHOLDERS = ("tasks", "run_dir", "arm")
 TAIL_LINES = 40
 LOG_CAP_BYTES = 50 * 1024 * 1024  # a harness printing without end fills no disk: the tail is kept anyway
-# What a harness never needs from this app's environment: the app's own database, broker and secret.
-ENV_WITHHELD = ("DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY_FILE", "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")
+# What a harness never needs from this app's environment: the app's own database, broker, cache and their secrets.
+ENV_WITHHELD = ("DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY_FILE", "DATABASE_URL", "DATABASE_PASSWORD",
+                "DATABASE_PASSWORD_FILE", "CELERY_BROKER_URL", "REDIS_URL", "REDIS_PASSWORD", "REDIS_PASSWORD_FILE",
+                "TASKGEN_CACHE_URL")
 
 
 @dataclass(frozen=True)
