@@ -25,30 +25,23 @@ from django.utils import timezone
 from review import queues
 from review.episode_filters import EpisodeFilter, FilterError, condition, episode_filter_parse
 from review.final_label_rule import final_verdict_of_labels
+from review.label_fields import (
+    QUEUE_NAME_MAX,
+    ReviewError,
+    final_label_record_clean,
+    label_record_clean,
+    review_text,
+)
 from review.models import (
     FinalLabel,
     FinalLabelChange,
     Label,
     LabelChange,
-    LabelVerdict,
     Queue,
     QueueMember,
     Reservation,
 )
 from taskgen.models import Episode, JudgeConfig, Judgment, Run
-
-
-class ReviewError(ValueError):
-    """A label, adjudication or queue request that cannot be carried out; the message says why."""
-
-
-def _clean_tags(tags: list[str]) -> list[str]:
-    seen: list[str] = []
-    for tag in tags:
-        tag = " ".join(str(tag).split())[:60]
-        if tag and tag not in seen:
-            seen.append(tag)
-    return seen
 
 
 def _episode_lock(episode_id: int) -> None:
@@ -107,10 +100,7 @@ def label_set(*, episode: Episode, reviewer, verdict: str, part_overrides: list[
     `part_overrides` are indexes into the parts of the judgment shown beside the label form (the queue's judge
     config's, else the first by provider and model). Labelling gives back the reviewer's reservation of the episode.
     """
-    if verdict not in LabelVerdict.values:
-        raise ReviewError(f"unknown verdict {verdict!r}: use one of {', '.join(LabelVerdict.values)}")
-    after = {"verdict": verdict, "part_overrides": sorted({int(i) for i in part_overrides or []}),
-             "note": note.strip(), "tags": _clean_tags(tags or [])}
+    after = label_record_clean(verdict=verdict, part_overrides=part_overrides, note=note, tags=tags)
     _episode_lock(episode.pk)
     label = Label.objects.filter(episode=episode, reviewer=reviewer).first()
     before = label.as_record() if label else None
@@ -131,16 +121,10 @@ def label_set(*, episode: Episode, reviewer, verdict: str, part_overrides: list[
 def final_label_adjudicate(*, episode: Episode, adjudicator, verdict: str, reason: str) -> FinalLabel:
     """An adjudicator settles the episode's final label; the reason is required and kept, with the decision's
     history."""
-    if verdict not in LabelVerdict.values:
-        raise ReviewError(f"unknown verdict {verdict!r}")
-    if not reason.strip():
-        raise ReviewError("say why: an adjudication needs a reason")
+    decision = final_label_record_clean(verdict=verdict, reason=reason, adjudicated=True)
     _episode_lock(episode.pk)
     before = _final_label_record(FinalLabel.objects.select_related("decided_by").filter(episode=episode).first())
-    final, _ = FinalLabel.objects.update_or_create(
-        episode=episode,
-        defaults={"verdict": verdict, "reason": reason.strip(), "adjudicated": True, "decided_by": adjudicator},
-    )
+    final, _ = FinalLabel.objects.update_or_create(episode=episode, defaults={**decision, "decided_by": adjudicator})
     _final_label_log(episode=episode, before=before, final=final, user=adjudicator)
     return final
 
@@ -237,7 +221,7 @@ def queue_create_sample(*, name: str, per_verdict: int, user, judge_config_id: i
 
 
 def _check_queue_args(*, name: str, labels_needed: int, judge_config_id: int | None = None) -> None:
-    if not name.strip():
+    if not review_text(field="name", value=name, max_length=QUEUE_NAME_MAX).strip():
         raise ReviewError("give the queue a name")
     if not 1 <= labels_needed <= 10:
         raise ReviewError("labels per episode (K) must be between 1 and 10")

@@ -63,6 +63,8 @@ MIDDLEWARE = [
     # Every page needs a login unless a view says otherwise with @login_not_required.
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # A NUL character in any query or form field is a 400 naming the field (PostgreSQL cannot store one).
+    "taskgen.text_input.NulInputMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]

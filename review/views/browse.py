@@ -16,6 +16,7 @@ from review.episode_filters import (
     episode_filter_parse,
     filter_form_choices,
 )
+from review.label_fields import QUEUE_NAME_MAX
 from review.risk import risk_reasons
 from review.roles import Role, require_role
 from review.run_table import (
@@ -72,7 +73,8 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = {"run": run, "page": page, "rows": _rows_with_flags(page, f.config_id), "config": config, "f": f,
                "sort": sort, "filter_error": error, "filter_words": describe(f), "columns": run_columns(sort),
                "configs": configs, "query": _query_without(request, "page"),
-               "sort_query": _query_without(request, "page", "sort"), "total": total, **filter_form_choices(run)}
+               "sort_query": _query_without(request, "page", "sort"), "total": total, **filter_form_choices(run),
+               "queue_name_max": QUEUE_NAME_MAX}
     return render(request, "review/run_detail.html", context)
 
 

@@ -10,11 +10,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from review import workbench
 from review.final_label_rule import UNSURE_RULE, final_label_state
+from review.label_fields import NOTE_MAX, REASON_MAX, TAG_MAX, TAGS_MAX
 from review.models import LabelVerdict, Queue, Reservation
 from review.roles import Role, has_role, require_role
 from review.services import ReviewError, final_label_adjudicate, label_set
 from review.workbench_steps import agent_run, episode_steps, screen_text_kind
 from taskgen.models import Episode
+from taskgen.text_input import field_refused
 
 SUGGESTED_TAGS = ["side effect missed", "wrong answer accepted", "evidence misread", "partial task", "judge too strict"]
 
@@ -51,6 +53,7 @@ def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | Non
         "final_state": final_label_state(final=final, verdicts=[lb.verdict for lb in episode.label_list]),
         "unsure_rule": UNSURE_RULE,
         "verdict_choices": LabelVerdict.choices, "suggested_tags": SUGGESTED_TAGS,
+        "caps": {"note": NOTE_MAX, "tag": TAG_MAX, "tags": TAGS_MAX, "reason": REASON_MAX},
         "episode_url": _episode_url(episode.pk, queue),
     }
 
@@ -94,6 +97,8 @@ def label_post(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         label_set(episode=episode, reviewer=request.user, **_parse_label_form(request.POST))
     except ReviewError as exc:
+        if exc.field and not request.htmx:  # what the form never sends (it caps its lengths); htmx: the panel says
+            return field_refused(request, message=str(exc))
         error = str(exc)
     if not request.htmx:
         if error:
@@ -116,6 +121,8 @@ def adjudicate_post(request: HttpRequest, pk: int) -> HttpResponse:
                                reason=request.POST.get("reason", ""))
         messages.success(request, "Final label set.")
     except ReviewError as exc:
+        if exc.field:
+            return field_refused(request, message=str(exc))
         messages.error(request, str(exc))
     return redirect(request.POST.get("next_page") == "adjudication" and reverse("review:adjudication")
                     or _episode_url(pk, _queue_from(request)))

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from review import queues
 from review.episode_filters import describe, filter_form_choices
 from review.final_label_rule import UNSURE_RULE, final_label_state, needs_adjudication
+from review.label_fields import QUEUE_NAME_MAX
 from review.models import Label, LabelVerdict, Queue, Reservation
 from review.risk import risk_reasons
 from review.roles import Role, require_role
@@ -25,6 +26,7 @@ from review.services import (
     reservation_release,
 )
 from taskgen.models import Episode
+from taskgen.text_input import field_refused
 
 
 @require_GET
@@ -36,7 +38,8 @@ def queue_list(request: HttpRequest) -> HttpResponse:
     all_queues = list(Queue.objects.select_related("judge_config", "run").order_by("-run__created_at", "run_id",
                                                                                     "-builtin", "name", "id"))
     context = {"builtin_by_run": _by_run([q for q in all_queues if q.builtin]),
-               "saved": [q for q in all_queues if not q.builtin], **filter_form_choices()}
+               "saved": [q for q in all_queues if not q.builtin], **filter_form_choices(),
+               "queue_name_max": QUEUE_NAME_MAX}
     return render(request, "review/queue_list.html", context)
 
 
@@ -64,6 +67,8 @@ def _create_and_open(request: HttpRequest, create, **kwargs) -> HttpResponse:
     try:
         queue = create(**kwargs)
     except ReviewError as exc:
+        if exc.field:
+            return field_refused(request, message=str(exc))
         messages.error(request, str(exc))
         return redirect("review:queue_list")
     return redirect(queue)
