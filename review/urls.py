@@ -9,6 +9,7 @@ urlpatterns = [
     path("", browse.run_list, name="run_list"),
     path("runs/<int:pk>/", browse.run_detail, name="run_detail"),
     path("episodes/<int:pk>/", episode.episode_detail, name="episode_detail"),
+    path("episodes/<int:pk>/text/<slug:part>/", episode.episode_text, name="episode_text"),
     path("blobs/<str:sha256>/", browse.blob, name="blob"),
     path("blobs/<str:sha256>/thumb/", browse.blob_thumbnail, name="blob_thumbnail"),
     path("", include("review.urls_review")),

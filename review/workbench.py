@@ -11,6 +11,7 @@ from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 
 from review.models import Label, LabelChange
+from review.page_text import text_clip
 from review.selectors import episode_screens
 from taskgen.citations import EvidenceIndex, citations_in, evidence_text
 from taskgen.models import Episode, Judgment
@@ -63,8 +64,9 @@ def requests(episode: Episode) -> list[Request]:
         if isinstance(body, dict):
             body = {k: v for k, v in body.items() if k not in HIDDEN_BODY_KEYS}
         method = str(entry.get("method") or "").upper()
-        out.append(Request(n, method, path, evidence_text(entry.get("query")), evidence_text(body),
-                           evidence_text(entry.get("status")), is_request_noise(path),
+        out.append(Request(n, text_clip(method), text_clip(path), text_clip(evidence_text(entry.get("query"))),
+                           text_clip(evidence_text(body)), text_clip(evidence_text(entry.get("status"))),
+                           is_request_noise(path),
                            method not in ("GET", "HEAD", "OPTIONS", "")))
     return out
 
@@ -88,12 +90,12 @@ class Change:
 
 def _diff_fields(before: dict, after: dict, changed) -> list[FieldDiff]:
     names = list(dict.fromkeys([*before, *after]))
-    diffs = [FieldDiff(k, evidence_text(before.get(k)), evidence_text(after.get(k))) for k in names
-             if before.get(k) != after.get(k)]
+    diffs = [FieldDiff(text_clip(k), text_clip(evidence_text(before.get(k))), text_clip(evidence_text(after.get(k))))
+             for k in names if before.get(k) != after.get(k)]
     if not diffs and isinstance(changed, dict):  # only `changed` was recorded: {field: new} or {field: [old, new]}
         for k, v in changed.items():
             old, new = (v[0], v[1]) if isinstance(v, list | tuple) and len(v) == 2 else (None, v)
-            diffs.append(FieldDiff(str(k), evidence_text(old), evidence_text(new)))
+            diffs.append(FieldDiff(text_clip(str(k)), text_clip(evidence_text(old)), text_clip(evidence_text(new))))
     return diffs
 
 
@@ -107,7 +109,8 @@ def changes(episode: Episode) -> list[Change]:
         item = after or before
         name = item.get("title") or item.get("name") or item.get("subject") or item.get("id") or ""
         what = c.get("collection") or c.get("table") or c.get("kind") or "?"
-        out.append(Change(n, str(op), str(what), evidence_text(name), _diff_fields(before, after, c.get("changed"))))
+        out.append(Change(n, text_clip(str(op)), text_clip(str(what)), text_clip(evidence_text(name)),
+                          _diff_fields(before, after, c.get("changed"))))
     return out
 
 
@@ -124,7 +127,8 @@ def judgments_with_citations(episode: Episode, reqs: list[Request], chgs: list[C
             if not isinstance(p, dict):
                 continue
             evidence, done = str(p.get("evidence") or ""), p.get("done") is True
-            parts.append({"index": n, "part": str(p.get("part") or ""), "done": done, "evidence": evidence,
+            parts.append({"index": n, "part": text_clip(str(p.get("part") or "")), "done": done,
+                          "evidence": text_clip(evidence),
                           "cites": citations_in(evidence, index, done=done) if index else []})
         out.append({"judgment": j, "parts": parts,
                     "unsupported": sum(c.unsupported for part in parts for c in part["cites"])})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from review.page_text import text_clip
 from taskgen.citations import evidence_text
 from taskgen.models import Episode, Screenshot
 from taskgen.steps import Target, rows_steps, screen_actions, targets_recorded
@@ -95,7 +96,8 @@ def episode_steps(episode: Episode) -> tuple[list[StepAction], list[Screen]]:
     targets, rows = _targets(episode)
     actions = _as_recorded(episode.actions if isinstance(episode.actions, list) else [], rows)
     reasons = agent_reasoning(episode.extra)
-    steps = [StepAction(n + 1, action_line(a), target_label(targets.get(n)), getattr(targets.get(n), "box", None),
+    steps = [StepAction(n + 1, text_clip(action_line(a)), text_clip(target_label(targets.get(n))),
+                        getattr(targets.get(n), "box", None),
                         reasoning=reasons[n] if n < len(reasons) else "")
              for n, a in enumerate(actions)]
     shots = list(getattr(episode, "screens", []))

@@ -90,3 +90,32 @@ def test_too_many_tags_or_a_long_reason_or_name_are_refused(reviewer_client, adj
     assert response.status_code == 400 and not FinalLabel.objects.get(episode=episode).adjudicated
     response = reviewer_client.post(reverse("review:queue_create"), {"name": "q" * (QUEUE_NAME_MAX + 1)})
     assert response.status_code == 400 and not Queue.objects.filter(builtin=False).exists()
+
+
+def test_a_10_mb_answer_is_shown_cut_with_a_link_to_the_whole_text(viewer_client):
+    """Seen: a 10 MB agent answer made a 10.5 MB episode page."""
+    answer = "# Findings\n\n" + "The mug costs 12 dollars. " * 400_000
+    assert len(answer) > 10_000_000
+    episode = EpisodeFactory(answer=answer, screen_text=["s" * 3_000_000],
+                             actions=[{"type": {"text": "t" * 1_000_000}}],
+                             request_log=[{"method": "POST", "path": "/cart", "body": {"q": "b" * 1_000_000}}],
+                             data_changes=[{"table": "cart", "op": "update", "before": {"note": "a"},
+                                            "after": {"note": "n" * 1_000_000}}])
+    page = viewer_client.get(reverse("review:episode_detail", args=[episode.pk]))
+    text = page.content.decode()
+    assert page.status_code == 200 and len(page.content) < 200_000
+    assert f"The answer is {len(answer):,} characters long: the first 20000 are shown" in text
+    assert "more characters]" in text  # the request body, the changed value and the action say they were cut
+    whole = reverse("review:episode_text", args=[episode.pk, "answer"])
+    assert whole in text and reverse("review:episode_text", args=[episode.pk, "screen-text"]) in text
+    response = viewer_client.get(whole)
+    assert response.status_code == 200 and response["Content-Type"] == "text/plain; charset=utf-8"
+    assert response.content.decode() == answer
+    log = viewer_client.get(reverse("review:episode_text", args=[episode.pk, "request-log"])).content.decode()
+    assert "b" * 1_000_000 in log
+    assert viewer_client.get(reverse("review:episode_text", args=[episode.pk, "nothing"])).status_code == 404
+
+
+def test_the_whole_text_needs_a_login(client):
+    episode = EpisodeFactory()
+    assert client.get(reverse("review:episode_text", args=[episode.pk, "answer"])).status_code == 302

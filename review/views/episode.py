@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -12,6 +12,7 @@ from review import workbench
 from review.final_label_rule import UNSURE_RULE, final_label_state
 from review.label_fields import NOTE_MAX, REASON_MAX, TAG_MAX, TAGS_MAX
 from review.models import LabelVerdict, Queue, Reservation
+from review.page_text import CELL_SHOWN, episode_whole_text, page_text
 from review.roles import Role, has_role, require_role
 from review.services import ReviewError, final_label_adjudicate, label_set
 from review.workbench_steps import agent_run, episode_steps, screen_text_kind
@@ -55,6 +56,8 @@ def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | Non
         "verdict_choices": LabelVerdict.choices, "suggested_tags": SUGGESTED_TAGS,
         "caps": {"note": NOTE_MAX, "tag": TAG_MAX, "tags": TAGS_MAX, "reason": REASON_MAX},
         "episode_url": _episode_url(episode.pk, queue),
+        "answer": page_text(episode.answer or "") if evidence else None, "cell_shown": CELL_SHOWN,
+        "screen_text": page_text(episode.last_screen_text) if evidence else None,
     }
 
 
@@ -78,6 +81,19 @@ def episode_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = workbench_context(request, episode, queue)
     context["reservation"] = _reservation(queue, episode)
     return render(request, "review/episode_detail.html", context)
+
+
+@require_GET
+@require_role(Role.VIEWER)
+def episode_text(request: HttpRequest, pk: int, part: str) -> HttpResponse:
+    """One of the episode's long texts whole (its answer, its last screen's text, its request log or data changes)
+    as plain text: the page shows their first characters."""
+    episode = get_object_or_404(Episode.objects.only("id", "answer", "screen_text", "request_log", "data_changes"),
+                                pk=pk)
+    text = episode_whole_text(episode=episode, part=part)
+    if text is None:
+        raise Http404(f"an episode has no text called {part!r}")
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
 def _parse_label_form(post) -> dict:
