@@ -7,6 +7,7 @@ from django.conf import settings
 from taskgen.harness.agents import AgentError, agent_choices, agent_options_check, agent_options_from
 from taskgen.models import Export, JudgeConfig, Run, Site
 from taskgen.providers import provider_choices
+from taskgen.stages.export.select import ExportError, Selection, export_include_check, export_select
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.prompt import judge_prompt
 
@@ -177,6 +178,11 @@ class ExportForm(StageForm):
                                           help_text="Whose verdicts count (not needed for final human labels).")
     budget = forms.IntegerField(min_value=1, initial=settings.EXPORT_BUDGET,
                                 help_text="Steps (rows); the last episode may pass it, as in the reference.")
+    include_reviewer_rejected = forms.BooleanField(
+        required=False, label="Also export judge successes reviewers labelled Not success",
+        help_text="Left out unless ticked (judge successes only; an adjudicated Not success is never exported).")
+    include_verifier_failed = forms.BooleanField(required=False, label="Also export episodes the verifier failed",
+                                                 help_text="Left out unless ticked.")
     out_dir = _path_field("Folder to write", required=False)
 
     def __init__(self, *args, **kwargs) -> None:
@@ -184,6 +190,22 @@ class ExportForm(StageForm):
         configs = list(self.fields["judge_config"].queryset[:2])
         if len(configs) == 1:  # the only judge config is the one meant: no need to make the admin pick it
             self.fields["judge_config"].initial = configs[0].pk
+
+    def clean(self) -> dict:
+        data = super().clean()
+        try:
+            export_include_check(source=data.get("source", ""),
+                                 include_reviewer_rejected=bool(data.get("include_reviewer_rejected")))
+        except ExportError as exc:
+            self.add_error("include_reviewer_rejected", str(exc))
+        return data
+
+    def selection(self) -> Selection:
+        """What this export would write and leave out (the form is valid): the stage's own selection."""
+        data = self.cleaned_data
+        return export_select(run=data["run"], source=data["source"], judge_config=data["judge_config"],
+                             budget=data["budget"], include_reviewer_rejected=data["include_reviewer_rejected"],
+                             include_verifier_failed=data["include_verifier_failed"])
 
 
 STAGE_FORMS: dict[str, type[StageForm]] = {

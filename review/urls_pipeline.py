@@ -5,6 +5,7 @@ from review.views import exports, pipeline
 
 urlpatterns = [
     path("pipeline/", pipeline.pipeline_list, name="pipeline_list"),
+    path("pipeline/export-preview/", pipeline.export_preview, name="export_preview"),
     path("pipeline/start/<str:stage>/", pipeline.pipeline_start, name="pipeline_start"),
     path("pipeline/<int:pk>/", pipeline.pipeline_detail, name="pipeline_detail"),
     path("pipeline/<int:pk>/progress/", pipeline.pipeline_progress, name="pipeline_progress"),

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from review import selectors
-from review.forms_pipeline import STAGE_FORMS, StageForm
+from review.forms_pipeline import STAGE_FORMS, ExportForm, StageForm
 from review.pipeline_summary import started_words
 from review.roles import Role, require_role
 from taskgen.engine.registry import (
@@ -23,16 +23,18 @@ from taskgen.engine.registry import (
     stage_start,
 )
 from taskgen.models import PipelineRun
-from taskgen.stages.export.select import ExportError
+from taskgen.stages.export.select import LEFT_OUT_WHY, ExportError, manifest_left_out_words
 from taskgen.stages.export.service import export_create
+from taskgen.stages.export.work import export_left_out_words
 from taskgen.stages.paths import PathError
 
 START_ERRORS = (PathError, ExportError, StageUnavailable, ObjectDoesNotExist, ValueError)
 
 
-def _list_page(request: HttpRequest, forms: dict[str, StageForm], status: int = 200) -> HttpResponse:
+def _list_page(request: HttpRequest, forms: dict[str, StageForm], status: int = 200,
+               export_preview: dict | None = None) -> HttpResponse:
     page = Paginator(selectors.pipeline_runs(), 50).get_page(request.GET.get("page"))
-    context = {"forms": forms.values(), "page": page, "data_root": settings.DATA_ROOT}
+    context = {"forms": forms.values(), "page": page, "data_root": settings.DATA_ROOT, "preview": export_preview}
     return render(request, "review/pipeline_list.html", context, status=status)
 
 
@@ -42,16 +44,46 @@ def pipeline_list(request: HttpRequest) -> HttpResponse:
     return _list_page(request, {name: form() for name, form in STAGE_FORMS.items()})
 
 
+def _export_preview(form: ExportForm) -> dict:
+    """What the export form's values would write and leave out, before anything is written."""
+    if not form.is_valid():
+        return {"errors": [e for errors in form.errors.values() for e in errors]}
+    try:
+        selection = form.selection()
+    except ExportError as exc:
+        return {"errors": [str(exc)]}
+    return {"words": selection.left_out_words(), "rows": selection.rows,
+            "reasons": [(LEFT_OUT_WHY[why], n) for why, n in selection.left_out.items()]}
+
+
+@require_POST
+@require_role(Role.ADMIN)
+def export_preview(request: HttpRequest) -> HttpResponse:
+    """What an export with the form's values would write and leave out, and why; it writes nothing (a POST only
+    so the form's CSRF token never travels in a URL). htmx swaps it into the form; without JavaScript the runs page
+    is shown with it."""
+    form = ExportForm(request.POST)
+    preview = _export_preview(form)
+    if request.htmx:
+        return render(request, "review/_export_preview.html", {"preview": preview})
+    forms = {name: (form if name == "export" else cls()) for name, cls in STAGE_FORMS.items()}
+    return _list_page(request, forms, export_preview=preview)
+
+
 def _start_download_export(request: HttpRequest, form: StageForm) -> HttpResponse:
     params = form.cleaned_data
     export = export_create(run=params["run"], source=params["source"], judge_config=params["judge_config"],
-                           budget=params["budget"], user=request.user)
-    messages.success(request, f"Export #{export.pk} is ready to download.")
+                           budget=params["budget"], user=request.user,
+                           include_reviewer_rejected=params["include_reviewer_rejected"],
+                           include_verifier_failed=params["include_verifier_failed"])
+    messages.success(request, f"Export #{export.pk} is ready to download. {manifest_left_out_words(export.manifest)}")
     return redirect(export)
 
 
 def _say_started(request: HttpRequest, pipeline_run: PipelineRun) -> None:
     started, words = started_words(pipeline_run)
+    if pipeline_run.stage == PipelineRun.Stage.EXPORT:
+        words = f"{words} {export_left_out_words(pipeline_run=pipeline_run)}"
     (messages.success if started else messages.info)(request, words)
 
 

@@ -13,6 +13,7 @@ from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import Export, JudgeConfig, Judgment, PipelineRun, Run
 from taskgen.stages.contract import StageParamsError
 from taskgen.stages.export.select import ExportError, report_bytes
+from taskgen.stages.export.work import export_left_out_words
 from taskgen.stages.lookup import judge_config_find, run_find
 
 NAME = "rows"
@@ -30,6 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge", default=None,
                         help="judge config (provider:model:prompt:images, or its id); needed when the run has "
                              "verdicts from more than one")
+    parser.add_argument("--include-reviewer-rejected", action="store_true",
+                        help="also export judge successes whose final human label is Not success (left out by "
+                             "default; an adjudicated Not success is never exported)")
+    parser.add_argument("--include-verifier-failed", action="store_true",
+                        help="also export episodes a verifier failed (left out by default)")
     parser.add_argument("--workers", type=int, default=1,
                         help="write episodes here with N threads (default %(default)s: on this thread); 0: leave "
                              "them to the workers of the `default` queue (celery -A taskgen worker)")
@@ -68,10 +74,13 @@ def run(options: dict, stdout, stderr) -> int:
             config = find_judge_config(options["judge"], the_run)
         pipeline_run = run_start(stage=PipelineRun.Stage.EXPORT, params={
             "run": the_run.pk, "source": options["source"], "judge_config": config.pk if config else None,
-            "budget": options["budget"], "out_dir": str(Path.cwd() / Path(options["out"]).expanduser())})
+            "budget": options["budget"], "out_dir": str(Path.cwd() / Path(options["out"]).expanduser()),
+            "include_reviewer_rejected": options["include_reviewer_rejected"],
+            "include_verifier_failed": options["include_verifier_failed"]})
     except (ExportError, StageParamsError) as exc:
         stderr.write(f"rows: {exc}")
         return 2
+    stderr.write(f"rows: {export_left_out_words(pipeline_run=pipeline_run)}")  # before a file is written
     waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=options["workers"],
                       stall_seconds=options["stall_seconds"])
     if wait_report(waited=waited, stream=stderr) or waited.pipeline_run.status != PipelineRun.Status.DONE:

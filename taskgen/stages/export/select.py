@@ -6,6 +6,12 @@ rows so far reach the budget (so the last episode taken may pass it). What count
 judge successes (the reference), final human labels, or human labels over judge verdicts. An episode without rows,
 or with an adjudicated NOT SUCCESS, is never exported.
 
+What a researcher has already rejected stays out (issue 22): a final human label of Not success, and a failed
+verifier, keep an episode out of every export unless the researcher asks for them in so many words
+(`include_reviewer_rejected`, `include_verifier_failed`). `export_select` is the one home of this rule: it returns
+the episodes picked and, for every episode the source (or the judge) approves that is not picked, why (`left_out`),
+so the export form, `taskgen rows` and the certificate's population all read the same selection.
+
 Writing the folder and the .tar.gz lives in `output`; this module only reads the database.
 """
 from __future__ import annotations
@@ -19,10 +25,24 @@ from pathlib import Path
 from django.conf import settings
 
 from review.models import FinalLabel, LabelVerdict
-from taskgen.models import Episode, Export, JudgeConfig, Judgment, Run, Screenshot
+from taskgen.models import Episode, Export, JudgeConfig, Judgment, Run, Screenshot, VerifierResult
 
 MANIFEST_FORMAT = "taskgen-rows-manifest/1"
 SOURCES = [choice.value for choice in Export.Selection]
+
+# Why an approved episode is not exported, in the order the reasons are checked (an episode counts under its first).
+LEFT_OUT_WHY = {
+    "adjudicated": "an adjudicator decided Not success",
+    "reviewers": "reviewers labelled it Not success",
+    "unsure": "its final label is Unsure, which overrides the judge",
+    "verifier": "the verifier failed it",
+    "no_rows": "it has no rows folder",
+    "empty": "its rows file is empty",
+    "budget": "the step budget was reached before it",
+}
+# What the source approves, in the words of "N judged successes: ..."
+CONSIDERED_WORDS = {Export.Selection.JUDGE: "judged successes", Export.Selection.HUMAN: "human successes",
+                    Export.Selection.HUMAN_OVER_JUDGE: "judged or human successes"}
 
 
 class ExportError(ValueError):
@@ -49,19 +69,48 @@ class Selection:
     source: str
     judge_config: JudgeConfig | None
     budget: int
+    include_reviewer_rejected: bool = False
+    include_verifier_failed: bool = False
     order_from: str = "episodes"
     candidates: int = 0
     picked: list[Candidate] = field(default_factory=list)
+    left_out: dict[str, int] = field(default_factory=dict)  # reason (a LEFT_OUT_WHY key) -> episodes
 
     @property
     def rows(self) -> int:
         return sum(c.rows for c in self.picked)
 
+    @property
+    def considered(self) -> int:
+        """The episodes the source (or, beside a human source, the judge) approves: picked or left out."""
+        return len(self.picked) + sum(self.left_out.values())
+
     def params(self) -> dict:
         """The parameters that decide the episode list (no folder, no time: same parameters, same manifest)."""
         return {"run": self.run.name, "run_id": self.run.pk, "source": self.source,
                 "judge_config": self.judge_config.key if self.judge_config else None, "budget": self.budget,
-                "order_from": self.order_from}
+                "include_reviewer_rejected": self.include_reviewer_rejected,
+                "include_verifier_failed": self.include_verifier_failed, "order_from": self.order_from}
+
+    def left_out_words(self) -> str:
+        return left_out_words(source=self.source, exported=len(self.picked), left_out=self.left_out)
+
+
+def left_out_words(*, source: str, exported: int, left_out: dict[str, int]) -> str:
+    """What an export takes and leaves out, and why, in one sentence: "16 judged successes: 6 exported; left out:
+    6 (reviewers labelled it Not success), 4 (the verifier failed it)." """
+    head = f"{exported + sum(left_out.values())} {CONSIDERED_WORDS[source]}: {exported} exported"
+    if not left_out:
+        return head + ", none left out."
+    return f"{head}; left out: " + ", ".join(f"{n} ({LEFT_OUT_WHY[why]})" for why, n in left_out.items()) + "."
+
+
+def manifest_left_out_words(manifest: dict) -> str:
+    """The sentence of `left_out_words` for a written manifest ("" for one made before issue 22: no reasons kept)."""
+    if "left_out" not in manifest:
+        return ""
+    return left_out_words(source=manifest["params"]["source"], exported=len(manifest["episodes"]),
+                          left_out=manifest["left_out"])
 
 
 def export_budget_check(value: object) -> int:
@@ -95,22 +144,42 @@ def report_sites(task_ids: list[str]) -> int:
     return len(names)
 
 
-def _approved_ids(*, run: Run, source: str, judge_config: JudgeConfig | None) -> set[int]:
-    finals = dict(FinalLabel.objects.filter(episode__run=run).values_list("episode_id", "verdict"))
-    refused = FinalLabel.objects.filter(episode__run=run, adjudicated=True, verdict=LabelVerdict.NOT_SUCCESS)
-    adjudicated_no = set(refused.values_list("episode_id", flat=True))
-    human_yes = {pk for pk, verdict in finals.items() if verdict == LabelVerdict.SUCCESS}
+def export_include_check(*, source: str, include_reviewer_rejected: bool) -> None:
+    """Reviewers' Not success can be overridden only where the judge is the source: the human sources are the
+    reviewers' word (an ExportError otherwise)."""
+    if include_reviewer_rejected and source != Export.Selection.JUDGE:
+        raise ExportError(f"the {source} source follows the reviewers' labels: including the episodes they labelled "
+                          "Not success applies to the judge source only")
+
+
+def _left_out_by_label(*, run: Run, source: str, judge_config: JudgeConfig | None, include_reviewer_rejected: bool,
+                       include_verifier_failed: bool) -> dict[int, str | None]:
+    """Each episode the source (or the judge, beside human labels) approves: None when it may be exported, else the
+    reason (a LEFT_OUT_WHY key) a label or the verifier keeps it out."""
+    finals = {pk: (verdict, adjudicated) for pk, verdict, adjudicated in
+              FinalLabel.objects.filter(episode__run=run).values_list("episode_id", "verdict", "adjudicated")}
+    human_yes = {pk for pk, (verdict, _) in finals.items() if verdict == LabelVerdict.SUCCESS}
     judge_yes: set[int] = set()
-    if judge_config is not None:
+    if judge_config is not None and source != Export.Selection.HUMAN:
         judge_yes = set(Judgment.objects.filter(episode__run=run, config=judge_config,
                                                 verdict=Judgment.Verdict.SUCCESS).values_list("episode_id", flat=True))
-    if source == Export.Selection.JUDGE:
-        approved = judge_yes
-    elif source == Export.Selection.HUMAN:
-        approved = human_yes
-    else:  # a final human label (any verdict, UNSURE included) overrides the judge; elsewhere the judge decides
-        approved = human_yes | {pk for pk in judge_yes if pk not in finals}
-    return approved - adjudicated_no
+    failed = set() if include_verifier_failed else set(
+        VerifierResult.objects.filter(episode__run=run, ok=False).values_list("episode_id", flat=True))
+    considered = human_yes if source == Export.Selection.HUMAN else judge_yes if source == Export.Selection.JUDGE \
+        else human_yes | judge_yes
+    return {pk: _label_reason(*finals.get(pk, (None, False)), source=source,
+                              include_reviewer_rejected=include_reviewer_rejected) or
+            ("verifier" if pk in failed else None) for pk in considered}
+
+
+def _label_reason(verdict: str | None, adjudicated: bool, *, source: str,
+                  include_reviewer_rejected: bool) -> str | None:
+    """The reason a final label keeps an approved episode out, or None."""
+    if verdict == LabelVerdict.NOT_SUCCESS and (adjudicated or not include_reviewer_rejected):
+        return "adjudicated" if adjudicated else "reviewers"
+    if verdict == LabelVerdict.UNSURE and source == Export.Selection.HUMAN_OVER_JUDGE:
+        return "unsure"  # any final label overrides the judge in this source, and Unsure approves nothing
+    return None
 
 
 def tasks_file_slots(run: Run) -> dict[str, int] | None:
@@ -145,29 +214,54 @@ def _round_robin(episodes: list[dict], slots: dict[str, int] | None) -> list[dic
 
 
 def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_config: JudgeConfig | None = None,
-                  budget: object = None) -> Selection:
-    """The episodes an export takes, in order, under the reference's rules."""
+                  budget: object = None, include_reviewer_rejected: bool = False,
+                  include_verifier_failed: bool = False) -> Selection:
+    """The episodes an export takes, in order, under the reference's rules, less what reviewers rejected or the
+    verifier failed unless asked for; and how many approved episodes are left out, by reason."""
     budget = export_budget_check(settings.EXPORT_BUDGET if budget is None else budget)
     export_source_check(source=source, judge_config=judge_config)
-    approved = _approved_ids(run=run, source=source, judge_config=judge_config)
+    export_include_check(source=source, include_reviewer_rejected=include_reviewer_rejected)
+    outcome = _left_out_by_label(run=run, source=source, judge_config=judge_config,
+                                 include_reviewer_rejected=include_reviewer_rejected,
+                                 include_verifier_failed=include_verifier_failed)
     rows = list(Episode.objects.filter(run=run).values("id", "task_order", "task__task_id", "site__slug",
                                                        "has_rows", "row_count", "content_hash"))
     slots = tasks_file_slots(run)
     if slots is not None and any(row["task__task_id"] not in slots for row in rows):
         slots = None  # the file no longer lists every episode's task: fall back to the episodes' own order
     selection = Selection(run=run, source=source, judge_config=judge_config, budget=budget,
+                          include_reviewer_rejected=include_reviewer_rejected,
+                          include_verifier_failed=include_verifier_failed,
                           order_from="tasks file" if slots is not None else "episodes")
+    left_out: dict[str, int] = {}
     steps = 0
     for row in _round_robin(rows, slots):
-        if row["id"] not in approved or not row["has_rows"]:
+        why = _left_out_reason(row=row, outcome=outcome, steps=steps, budget=budget)
+        if why == "unapproved":
             continue
-        selection.candidates += 1  # counted before an empty episode is skipped, as the reference does
-        if row["row_count"] == 0 or steps >= budget:
+        if why in (None, "empty", "budget"):
+            selection.candidates += 1  # counted before an empty episode is skipped, as the reference does
+        if why is not None:
+            left_out[why] = left_out.get(why, 0) + 1
             continue
         selection.picked.append(Candidate(row["id"], row["task__task_id"], row["site__slug"], row["task_order"],
                                           row["row_count"], row["content_hash"]))
         steps += row["row_count"]
+    selection.left_out = {why: left_out[why] for why in LEFT_OUT_WHY if left_out.get(why)}
     return selection
+
+
+def _left_out_reason(*, row: dict, outcome: dict[int, str | None], steps: int, budget: int) -> str | None:
+    """Why this episode is not exported (None: it is); "unapproved" for what the source does not approve."""
+    if row["id"] not in outcome:
+        return "unapproved"
+    if outcome[row["id"]] is not None:
+        return outcome[row["id"]]
+    if not row["has_rows"]:
+        return "no_rows"
+    if row["row_count"] == 0:
+        return "empty"
+    return "budget" if steps >= budget else None
 
 
 def export_report(*, selection: Selection) -> dict:
@@ -190,7 +284,7 @@ def export_manifest(*, selection: Selection) -> dict:
     episodes = [{"episode_id": c.episode_id, "task_id": c.task_id, "site": c.site, "rows": c.rows,
                  "content_hash": c.content_hash, "images": images.get(c.episode_id, [])} for c in selection.picked]
     return {"format": MANIFEST_FORMAT, "params": selection.params(), "report": export_report(selection=selection),
-            "episodes": episodes}
+            "left_out": selection.left_out, "episodes": episodes}
 
 
 def manifest_chunks(manifest: dict) -> Iterator[bytes]:

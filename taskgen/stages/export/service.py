@@ -38,11 +38,14 @@ def export_row_create(*, run: Run, manifest: dict, judge_config: JudgeConfig | N
 
 
 def export_create(*, run: Run, source: str, judge_config: JudgeConfig | None = None, budget: object = None,
-                  out_dir: str | Path | None = None, base: Path | None = None, user=None) -> Export:
+                  out_dir: str | Path | None = None, base: Path | None = None, user=None,
+                  include_reviewer_rejected: bool = False, include_verifier_failed: bool = False) -> Export:
     """Select, write the folder when `out_dir` is given (checked first: nothing is written on bad input), and
     record the Export. A folder that cannot be completed raises ExportError after keeping what was written."""
     out = export_out_dir_check(out_dir=out_dir, base=base) if out_dir else None
-    selection = export_select(run=run, source=source, judge_config=judge_config, budget=budget)
+    selection = export_select(run=run, source=source, judge_config=judge_config, budget=budget,
+                              include_reviewer_rejected=include_reviewer_rejected,
+                              include_verifier_failed=include_verifier_failed)
     manifest = export_manifest(selection=selection)
     sha256 = None
     if out is not None:

@@ -26,6 +26,7 @@ from taskgen.stages.export.select import (
     ExportError,
     export_manifest,
     export_select,
+    manifest_left_out_words,
     manifest_sha256,
     manifest_write,
     report_bytes,
@@ -59,7 +60,9 @@ def export_params_check(raw: dict) -> ExportParams:
     try:
         out = export_out_dir_check(out_dir=raw.get("out_dir") or "")
         selection = export_select(run=run, source=raw.get("source") or Export.Selection.JUDGE, judge_config=config,
-                                  budget=raw.get("budget"))
+                                  budget=raw.get("budget"),
+                                  include_reviewer_rejected=bool(raw.get("include_reviewer_rejected")),
+                                  include_verifier_failed=bool(raw.get("include_verifier_failed")))
     except ExportError as exc:
         raise StageParamsError(str(exc)) from exc
     manifest = export_manifest(selection=selection)
@@ -97,6 +100,11 @@ def export_manifest_read(sha: str) -> dict:
         raise ExportError(f"the selected episode list {sha} was changed on disk")
     _manifest_keep(sha, manifest)
     return manifest
+
+
+def export_left_out_words(*, pipeline_run: PipelineRun) -> str:
+    """What an export run selected and left out, and why, in one sentence (its manifest is chosen at start)."""
+    return manifest_left_out_words(export_manifest_read(pipeline_run.params["manifest_sha256"]))
 
 
 @lru_cache(maxsize=4)
@@ -138,7 +146,8 @@ def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dic
         extra={"pipeline_run": pipeline_run.pk}, sha256=sha)
     report = manifest["report"]
     return {"export_id": export.pk, "manifest_sha256": params.manifest_sha256,
-            "selected_trajectories": report["selected_trajectories"], "selected_rows": report["selected_rows"]}
+            "selected_trajectories": report["selected_trajectories"], "selected_rows": report["selected_rows"],
+            "left_out": manifest_left_out_words(manifest)}
 
 
 EXPORT_WORK = StageWork(
