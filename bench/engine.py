@@ -8,8 +8,8 @@
    the run is finished. Prints CPU ms per unit (this process and its PostgreSQL backend) and queries per unit, for
    each lease batch size. Target: under 2 ms and 3 queries per unit.
 2. Recovery: --kill-units units of 10 ms each on a real worker (`celery -A bench.engine_worker worker -B`, two
-   processes, 5 s leases, the reconciler every second); SIGKILL the worker and its children at 40%, start another,
-   and time the kill to the run's end.
+   processes, the engine's default leases and reconciler, or --short: 5 s leases, the reconciler every second);
+   SIGKILL the worker and its children at 40%, start another, and time the kill to the run's end.
 The run rows it makes are deleted at the end. Prints the machine's load beside every figure; asserts nothing.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
@@ -106,10 +107,12 @@ def _wait(condition, seconds: float) -> bool:
     return False
 
 
-def recovery(units: int, folder: Path) -> None:
+def recovery(units: int, folder: Path, short: bool) -> None:
     register(batch=10)
     engine_tasks.dispatch = lambda *args, **kwargs: False  # the worker's beat sends the workers
-    env = {**os.environ, **SHORT, "BENCH_ENGINE_BATCH": "10"}
+    env = {**os.environ, **(SHORT if short else {}), "BENCH_ENGINE_BATCH": "10"}
+    terms = ("leases 5 s, reconciler 1 s" if short else
+             f"default leases {settings.ENGINE_LEASE_SECONDS} s, reconciler {settings.ENGINE_RECONCILE_SECONDS} s")
     pipeline_run = run_start(stage=NAME, params={"units": units, "seconds": 0.01})
     settled = WorkUnit.objects.filter(pipeline_run=pipeline_run, status="done")
     first = _worker(env, folder / "worker-1.log")
@@ -127,7 +130,7 @@ def recovery(units: int, folder: Path) -> None:
         again = WorkUnit.objects.filter(pipeline_run=pipeline_run, attempts__gt=1).count()
         print(f"  recovery: worker SIGKILLed at {done_at_kill}/{units} units done; the run "
               f"{'finished' if finished else 'did NOT finish'} {took:.1f} s later ({pipeline_run.done} done, "
-              f"{pipeline_run.failed} failed, {again} units run again after the kill; leases 5 s, reconciler 1 s, "
+              f"{pipeline_run.failed} failed, {again} units run again after the kill; {terms}, "
               f"a new worker's start included; {_load()})", flush=True)
     finally:
         _kill(first)
@@ -141,6 +144,7 @@ def main() -> int:
     parser.add_argument("--units", type=int, default=10_000)
     parser.add_argument("--batches", default="1,100")
     parser.add_argument("--kill-units", type=int, default=1000)
+    parser.add_argument("--short", action="store_true", help="5 s leases and the reconciler every second")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)  # the database in use must hold the engine's tables
     print(f"bench/engine.py on {connection.vendor} ({_load()})", flush=True)
@@ -152,7 +156,7 @@ def main() -> int:
     elif args.kill_units:
         folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-engine-{os.getpid()}"
         folder.mkdir(parents=True, exist_ok=True)
-        recovery(args.kill_units, folder)
+        recovery(args.kill_units, folder, args.short)
     return 0
 
 

@@ -359,6 +359,23 @@ class Judgment(models.Model):
         return self.verdict != self.Verdict.NONE
 
 
+class JudgeAnswer(models.Model):
+    """A model's answer to a judge request, kept the moment it arrives, keyed by the request's hash, until its
+    judgment is stored: a worker killed (or a database write lost) in between leaves it here, and the next try of
+    the episode records it instead of paying for the call again (taskgen/stages/judge/service.py)."""
+
+    request_hash = models.CharField(max_length=64, unique=True)
+    model = models.CharField(max_length=200)
+    text = models.TextField()
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.request_hash[:12]}:{self.model}"
+
+
 class VerifierResult(models.Model):
     """A programmatic verifier's result for an episode (results_regraded.jsonl wins over results.jsonl)."""
 

@@ -209,18 +209,22 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 
 # ── The pipeline engine (taskgen/engine/): leases, slices, the reconciler, and the Celery limits that agree ─────
-# A worker leases a stage's units for ENGINE_LEASE_SECONDS (a stage may ask for longer), works for at most
-# ENGINE_SLICE_SECONDS per Celery task, then hands the rest to a new message. The reconciler (Celery beat, every
+# A worker leases a stage's units for ENGINE_LEASE_SECONDS and its heartbeat renews the lease every third of that
+# while a unit is worked, however long the unit takes: a killed worker's units come back one lease after the kill
+# (plus a reconciler's pass), not after the longest a unit may take. A worker works for at most ENGINE_SLICE_SECONDS
+# per Celery task, then hands the rest to a new message. The reconciler (Celery beat, every
 # ENGINE_RECONCILE_SECONDS; the CLI runs it too while it waits) re-queues units whose lease ran out, fails a unit
 # after its stage's attempts, wakes runs that have work and no worker, and finishes runs with every unit settled.
-ENGINE_LEASE_SECONDS = env_int("TASKGEN_ENGINE_LEASE_SECONDS", 300, minimum=1)
+ENGINE_LEASE_SECONDS = env_int("TASKGEN_ENGINE_LEASE_SECONDS", 20, minimum=3)
 ENGINE_SLICE_SECONDS = env_int("TASKGEN_ENGINE_SLICE_SECONDS", 60, minimum=1)
-ENGINE_RECONCILE_SECONDS = env_int("TASKGEN_ENGINE_RECONCILE_SECONDS", 15, minimum=1)
+ENGINE_RECONCILE_SECONDS = env_int("TASKGEN_ENGINE_RECONCILE_SECONDS", 10, minimum=1)
 ENGINE_WAKE_AGAIN_SECONDS = env_int("TASKGEN_ENGINE_WAKE_AGAIN_SECONDS", 30, minimum=1)
 ENGINE_WORKERS_PER_RUN = env_int("TASKGEN_ENGINE_WORKERS_PER_RUN", 8, minimum=1)
-# A task's time limits cover one slice plus one unit's lease; the broker redelivers an unacknowledged message only
-# after the hard limit has passed (so a slow task is never run twice at once by the broker's doing).
-CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", ENGINE_SLICE_SECONDS + ENGINE_LEASE_SECONDS,
+# The most one unit may take unless its stage says more (StageWork.unit_seconds): a judge call and its retries.
+ENGINE_UNIT_SECONDS = env_int("TASKGEN_ENGINE_UNIT_SECONDS", 300, minimum=1)
+# A task's time limits cover one slice plus one unit; the broker redelivers an unacknowledged message only after
+# the hard limit has passed (so a slow task is never run twice at once by the broker's doing).
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", ENGINE_SLICE_SECONDS + ENGINE_UNIT_SECONDS,
                                       minimum=1)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", CELERY_TASK_SOFT_TIME_LIMIT + 60, minimum=1)
 if CELERY_BROKER_URL.startswith(("redis", "rediss")):

@@ -78,6 +78,18 @@ def test_the_reconciler_requeues_an_expired_lease_then_fails_it_with_the_reason(
     assert pipeline_run.status == "done" and pipeline_run.failed == 1 and pipeline_run.result["errors"] == 1
 
 
+def test_a_run_whose_worker_died_gets_workers_at_once_though_some_were_sent_lately(sent):
+    """Waiting out ENGINE_WAKE_AGAIN_SECONDS after the last message (a worker re-sends one at each slice's end)
+    added up to half a minute to a killed worker's run: those messages were the dead worker's."""
+    pipeline_run = _judge_run(2)
+    units_lease(pipeline_run_id=pipeline_run.pk, owner="killed-worker", count=5, lease_seconds=1)
+    later = timezone.now() + timedelta(seconds=5)
+    PipelineRun.objects.filter(pk=pipeline_run.pk).update(woken_at=later - timedelta(seconds=1))
+    outcome = reconcile(dispatch=lambda pk, n: True, now=later)
+    assert outcome.requeued == 2 and outcome.woken == [pipeline_run.pk]
+    assert reconcile(dispatch=lambda pk, n: True, now=later).woken == []  # nothing lost now: messages are on their way
+
+
 def test_a_cancelled_queued_run_resumes_and_finishes_without_judging_twice(sent):
     pipeline_run = _judge_run(3)
     [first] = units_lease(pipeline_run_id=pipeline_run.pk, owner="w1", count=1, lease_seconds=60)
@@ -260,3 +272,24 @@ def test_a_unit_told_to_wait_after_its_run_was_cancelled_is_cancelled_not_queued
     assert pipeline_run.status == "cancelled"
     resumed = run_resume(pipeline_run=pipeline_run)
     assert sorted(resumed.units.values_list("status", flat=True)) == ["queued", "queued"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_beats_on_after_the_database_ended_its_connection(sent, caplog):
+    """With short leases, a heart that stopped at its first failed beat (PostgreSQL restarted, the connection
+    terminated) let a live worker's units run out of lease and go to another worker, to be done and paid twice."""
+    if connection.vendor != "postgresql":
+        pytest.skip("terminates PostgreSQL backends")
+    from taskgen.engine.worker import Heartbeat
+
+    pipeline_run = _judge_run(1)
+    [unit] = units_lease(pipeline_run_id=pipeline_run.pk, owner="w1", count=1, lease_seconds=6)
+    with Heartbeat(pks=[unit.pk], owner="w1", lease=6):  # a beat every 2 s
+        time.sleep(3)
+        with connection.cursor() as cursor:  # every connection to this database but this one (the heart's)
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        time.sleep(7)  # longer than a lease after the last beat before the termination
+        lease_until = WorkUnit.objects.get(pk=unit.pk).lease_until
+    assert "missed a beat" in caplog.text
+    assert lease_until > timezone.now()

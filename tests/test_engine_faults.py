@@ -6,14 +6,8 @@ killed at 40%. Short leases (4 s) and a reconciler every second keep each test w
 """
 from __future__ import annotations
 
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
-import uuid
-from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -23,12 +17,12 @@ from taskgen.engine.control import run_start
 from taskgen.models import Judgment, PipelineRun, WorkUnit
 from taskgen.stages.judge.service import judge_config_for
 from taskgen.stages.judge.work import JudgeParams
+from tests.celery_processes import CeleryProcesses, celery_env, kill_group
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import FakeGemini
 from tests.judge_helpers import shop_episode
 from tests.redis_server import RedisServer
 
-ROOT = Path(__file__).resolve().parent.parent
 EPISODES = 300
 REDIS_PORT = 6391
 SHORT_LEASES = {"TASKGEN_ENGINE_LEASE_SECONDS": "4", "TASKGEN_ENGINE_RECONCILE_SECONDS": "1",
@@ -64,39 +58,11 @@ def services(fake_gemini, redis_server, tmp_path, settings, monkeypatch):
     settings.GEMINI_API_KEY = "test-key-not-real"
     settings.GOOGLE_GEMINI_BASE_URL = fake_gemini.base_url
     monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda *args, **kwargs: False)  # beat wakes the run
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.celery_worker_settings",
-           "TASKGEN_WORKER_DB_NAME": str(connection.settings_dict["NAME"]), "TASKGEN_MEDIA_ROOT": str(tmp_path),
-           "GEMINI_API_KEY": "test-key-not-real", "GOOGLE_GEMINI_BASE_URL": fake_gemini.base_url,
-           "CELERY_BROKER_URL": redis_server.url, "REDIS_URL": redis_server.url, "TASKGEN_JUDGE_TIMEOUT": "20",
-           **SHORT_LEASES}
-    started: list[subprocess.Popen] = []
-
-    def start(kind: str) -> subprocess.Popen:
-        name = f"{kind}-{uuid.uuid4().hex[:6]}"
-        command = [sys.executable, "-m", "celery", "-A", "taskgen", "worker", "-Q", "judge,default", "--pool",
-                   "prefork", "--concurrency", "4", "--loglevel", "INFO", "--without-heartbeat",
-                   "--without-mingle", "--without-gossip", "-n", f"{name}@%h"]
-        if kind == "beat":
-            command = [sys.executable, "-m", "celery", "-A", "taskgen", "beat", "-s", str(tmp_path / name)]
-        log = (tmp_path / f"{name}.log").open("w")
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
-        process.log = tmp_path / f"{name}.log"
-        started.append(process)
-        return process
-
-    yield start
-    for process in started:
-        _kill_group(process)
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    """SIGKILL a worker and every child of it (its own process group)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(10)
+    processes = CeleryProcesses(tmp_path, env=celery_env(fake_base_url=fake_gemini.base_url,
+                                                         broker_url=redis_server.url, media_root=tmp_path,
+                                                         **SHORT_LEASES))
+    yield lambda kind: processes.beat() if kind == "beat" else processes.worker()
+    processes.stop_all()
 
 
 def _print_why_not_finished(pipeline_run: PipelineRun) -> None:
@@ -151,7 +117,7 @@ def test_a_worker_killed_with_its_children_at_40_percent_the_run_finishes_by_its
     services("beat")
     worker = services("worker")
     _wait_for(lambda: _settled(pipeline_run) >= EPISODES * 0.4, 240, "40% of the run")
-    _kill_group(worker)
+    kill_group(worker)
     in_flight = WorkUnit.objects.filter(pipeline_run=pipeline_run, status="running").count()
     services("worker")
     try:

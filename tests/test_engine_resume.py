@@ -22,10 +22,11 @@ from taskgen import celery_app
 from taskgen.engine.registry import pipeline_run_cancel
 from taskgen.models import Judgment, PipelineRun, Run, WorkUnit
 from taskgen.stages.judge.prompt import judge_prompt
+from tests.celery_processes import ROOT, kill_group
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import FakeGemini
 from tests.judge_helpers import shop_episode
-from tests.test_engine_faults import ROOT, SHORT_LEASES, _kill_group, _wait_for
+from tests.test_engine_faults import SHORT_LEASES, _wait_for
 
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
 EPISODES = 30
@@ -73,7 +74,7 @@ def worker(gemini, tmp_path, settings):
 
     yield start
     for process in started:
-        _kill_group(process)
+        kill_group(process)
     for log in sorted(tmp_path.glob("*.log")):  # shown when the test fails
         print(f"── {log.name}\n{log.read_text()[-3000:]}")
 

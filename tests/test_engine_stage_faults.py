@@ -24,8 +24,9 @@ from taskgen.engine.control import run_start
 from taskgen.models import Episode, Export, JudgeConfig, PipelineRun, Run, WorkUnit
 from taskgen.stages.export.service import export_create
 from taskgen.stages.export.work import export_manifest_read
+from tests.celery_processes import ROOT, kill_group
 from tests.runfiles import HandTask, load_run_dir, write_run_dir
-from tests.test_engine_faults import ROOT, SHORT_LEASES, _kill_group, _wait_for
+from tests.test_engine_faults import SHORT_LEASES, _wait_for
 
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
 ATTEMPT_TASKS = 10
@@ -64,7 +65,7 @@ def processes(tmp_path, settings, monkeypatch):
     celery_app.control.purge()  # stray messages from earlier runs must not run against this test's data
     yield start
     for process in started:
-        _kill_group(process)
+        kill_group(process)
     for log in sorted(tmp_path.glob("*.log")):  # shown when the test fails
         print(f"── {log.name}\n{log.read_text()[-3000:]}")
 
@@ -91,7 +92,7 @@ def test_an_attempt_run_whose_worker_is_killed_at_40_percent_finishes_by_itself(
     processes("beat")
     worker = processes("worker", "browser,default", concurrency=2)  # default: the reconciler
     _wait_for(lambda: _settled(pipeline_run) >= ATTEMPT_TASKS * 0.4, 240, "40% of the attempt")
-    _kill_group(worker)  # its Chromium and its episodes in flight die with it
+    kill_group(worker)  # its Chromium and its episodes in flight die with it
     processes("worker", "browser,default", concurrency=2)
     _wait_for(lambda: _finished(pipeline_run), 300, "the attempt to finish")
 
@@ -140,7 +141,7 @@ def test_an_export_run_whose_worker_is_killed_at_40_percent_finishes_by_itself(p
     _wait_for(lambda: (out / f".partial-{blocked}").is_dir(), 120, f"the worker to be writing {blocked}")
     written_before = {p.name: p.stat().st_ino for p in out.iterdir() if not p.name.startswith(".")}
     assert 0.25 * total <= len(written_before) <= 0.6 * total
-    _kill_group(worker)
+    kill_group(worker)
     blob_path_of(sha).unlink()
     blob_path_of(sha).write_bytes(image)
     processes("worker")

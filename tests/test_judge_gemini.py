@@ -204,6 +204,30 @@ def test_an_identical_request_is_answered_from_the_cache_at_no_cost(db, fake_gem
     assert cached.verdict == paid.verdict and cached.cost_usd == 0 and paid.cost_usd > 0
 
 
+def test_an_answer_that_arrived_but_was_not_stored_is_recorded_next_time_without_paying_again(db, fake_gemini,
+                                                                                             monkeypatch):
+    from django.db import OperationalError
+
+    from taskgen.models import JudgeAnswer
+    from taskgen.stages.judge import service
+
+    episode = shop_episode()
+    store = service.judgment_store
+
+    def database_gone(**kwargs):
+        raise OperationalError("the database went away")
+
+    monkeypatch.setattr(service, "judgment_store", database_gone)
+    with pytest.raises(OperationalError):  # the answer came; the database went away before it was stored
+        _judge(episode)
+    assert JudgeAnswer.objects.count() == 1
+    monkeypatch.setattr(service, "judgment_store", store)
+    judgment = _judge(episode)
+    assert len(fake_gemini.requests) == 1  # paid once
+    assert judgment.verdict == "SUCCESS" and judgment.source == "judge" and judgment.cost_usd > 0
+    assert judgment.input_tokens > 0 and not JudgeAnswer.objects.exists()  # recorded: no longer kept
+
+
 def test_gemini_without_a_key_is_refused_clearly(db, settings):
     settings.GEMINI_API_KEY = ""
     with pytest.raises(JudgeError, match="GEMINI_API_KEY"):

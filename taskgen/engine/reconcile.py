@@ -28,6 +28,7 @@ Dispatch = Callable[[int, int], bool]
 class Reconciled:
     requeued: int = 0
     failed: int = 0
+    requeued_runs: set[int] = field(default_factory=set)
     woken: list[int] = field(default_factory=list)
     finished: list[int] = field(default_factory=list)
 
@@ -41,7 +42,8 @@ def reconcile(*, dispatch: Dispatch, now=None) -> Reconciled:
         if run_refresh(pipeline_run_id=pipeline_run.pk) == 0:
             if run_finish_if_settled(pipeline_run_id=pipeline_run.pk):
                 outcome.finished.append(pipeline_run.pk)
-        elif _needs_workers(pipeline_run, now) and dispatch(pipeline_run.pk, workers_per_run(pipeline_run.stage)):
+        elif (_needs_workers(pipeline_run, now, lost=pipeline_run.pk in outcome.requeued_runs)
+              and dispatch(pipeline_run.pk, workers_per_run(pipeline_run.stage))):
             outcome.woken.append(pipeline_run.pk)
     return outcome
 
@@ -60,13 +62,16 @@ def _expired_leases(now, outcome: Reconciled) -> None:
         if WorkUnit.objects.filter(pk=pk, status=Status.RUNNING, lease_until__lt=now).update(**fields):
             outcome.failed += spent
             outcome.requeued += not spent
+            outcome.requeued_runs.add(run_id)
             if spent:
                 run_error(pipeline_run_id=run_id, error=f"{key}: {fields['last_error']}")
 
 
-def _needs_workers(pipeline_run: PipelineRun, now) -> bool:
-    """Due units, nobody holding a live lease on any unit of the run, and no workers sent for it lately."""
-    if pipeline_run.woken_at and pipeline_run.woken_at > now - timedelta(seconds=settings.ENGINE_WAKE_AGAIN_SECONDS):
+def _needs_workers(pipeline_run: PipelineRun, now, *, lost: bool = False) -> bool:
+    """Due units, nobody holding a live lease on any unit of the run, and no workers sent for it lately (unless the
+    run just lost its worker: the messages sent lately were the dead worker's)."""
+    lately = now - timedelta(seconds=settings.ENGINE_WAKE_AGAIN_SECONDS)
+    if not lost and pipeline_run.woken_at and pipeline_run.woken_at > lately:
         return False
     units = WorkUnit.objects.filter(pipeline_run=pipeline_run)
     if units.filter(status=Status.RUNNING, lease_until__gte=now).exists():

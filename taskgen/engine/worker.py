@@ -5,6 +5,7 @@ sleeps: a unit told to wait goes back to the queue with a time, and the caller i
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import threading
@@ -82,11 +83,20 @@ class Heartbeat:
         try:
             while not self.stop.wait(self.lease / 3):
                 if self.pks:
-                    units_extend(pks=list(self.pks), owner=self.owner, lease_seconds=self.lease)
-        except Exception:  # noqa: BLE001  (a missed beat only lets the lease run out: the reconciler's case)
-            log.warning("lease heartbeat of %s stopped", self.owner, exc_info=True)
+                    self._renew()
         finally:
             connection.close()
+
+    def _renew(self) -> None:
+        """One beat; a beat that fails (the database restarted, this connection terminated) is logged and the next
+        one tries on a new connection: with short leases, a heart that stopped for good would let the units of a
+        live worker go to another one."""
+        try:
+            units_extend(pks=list(self.pks), owner=self.owner, lease_seconds=self.lease)
+        except Exception as exc:  # noqa: BLE001  (a missed beat only shortens the lease left)
+            log.warning("lease heartbeat of %s missed a beat: %s", self.owner, exc)
+            with contextlib.suppress(Exception):  # a connection the server ended may fail to close too
+                connection.close()
 
     def __enter__(self) -> Heartbeat:
         self.thread.start()

@@ -8,6 +8,7 @@ it, every request recorded, scripted faults, configurable latency.
 Batch API: `models/M:batchGenerateContent` stores the inlined requests; `GET batches` lists them (one page);
 `GET batches/N` says running `batch_polls` times (each GET's path is kept in `polls`), then answers every request
 (scripted faults apply per request, in order: "429" and "503" are an error in place of that request's answer).
+`paid_twice()` lists the calls sent again after an answer to the very same request had gone out whole.
 Faults: "429" (RetryInfo hint of `retry_hint` seconds), "503", "timeout" (answers after `stall` seconds),
 "non_json", "fenced" (the JSON inside a ```json fence), "no_verdict" (JSON without a verdict), "bare_list" (a
 proposal's tasks as a bare JSON list, no {"tasks": ...}), "ok".
@@ -20,6 +21,7 @@ Run it alone with `python -m tests.fakes.gemini_server --latency 0.3` (prints it
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import json
 import math
@@ -121,7 +123,23 @@ class FakeGemini(FakeModelServer):
             payload = {"error": {"code": 400, "message": f"bad request: {exc}", "status": "INVALID_ARGUMENT"}}
         if fault != "timeout":
             time.sleep(max(0.0, self.latency - (time.monotonic() - arrived)))
-        return self._send(handler, status, payload)
+        if self._send(handler, status, payload) and status == 200:
+            record["answered_at"] = time.time()  # the whole answer went out: the client had it to read
+
+    def paid_twice(self) -> list[dict]:
+        """The generateContent requests sent again after an answer to the very same request had gone out whole: a
+        call paid twice for an answer the app had received (a call in flight when its worker died is not here)."""
+        answered: dict[str, float] = {}
+        twice = []
+        for record in sorted(self.requests, key=lambda r: r["at"]):
+            if record["model"] is None:
+                continue
+            key = hashlib.sha256(json.dumps(record["body"], sort_keys=True).encode()).hexdigest()
+            if key in answered and answered[key] < record["at"]:
+                twice.append(record)
+            if "answered_at" in record:
+                answered.setdefault(key, record["answered_at"])
+        return twice
 
     def _batch_create(self, model: str, body: dict) -> dict:
         """Store the inlined requests; answered (with the scripted faults) when the batch is read as done."""

@@ -91,7 +91,8 @@ class FakeModelServer:
         self._send(handler, 404, {"error": {"message": "no such route"}})
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict | None = None) -> None:
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict | None = None) -> bool:
+        """Answer; False when the client had gone (its answer never arrived)."""
         data = json.dumps(payload).encode()
         try:
             handler.send_response(status)
@@ -101,8 +102,10 @@ class FakeModelServer:
                 handler.send_header(name, value)
             handler.end_headers()
             handler.wfile.write(data)
+            handler.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (a timeout test): nothing to answer
+            return False  # the client gave up (a timeout test, a killed worker): nothing to answer
+        return True
 
 
 def serve_alone(make: Callable[..., FakeModelServer], description: str) -> None:

@@ -1,7 +1,8 @@
 """The judge stage: one episode's verdict under one judge config, and the start of a judge pass over a run.
 
 `judge_episode` is safe to run twice and from many workers at once: a verdict already stored is returned as it is,
-identical requests are answered from an earlier judgment (never paid twice), and the (episode, config) unique
+identical requests are answered from an earlier judgment or from an answer kept when it arrived (never paid twice,
+even when the worker that received it was killed before storing it), and the (episode, config) unique
 constraint decides when two workers race. An answer with no verdict is stored as "NONE" with its raw text and is
 judged again on the next pass, as the reference does.
 """
@@ -18,7 +19,7 @@ from django.db import IntegrityError, transaction
 
 from taskgen.blobs import blob_path
 from taskgen.judging import VERDICTS, judgment_fields_of, unsupported_citations_count
-from taskgen.models import Episode, JudgeConfig, Judgment, Run
+from taskgen.models import Episode, JudgeAnswer, JudgeConfig, Judgment, Run
 from taskgen.providers import (
     ProviderError,
     ProviderImage,
@@ -157,7 +158,8 @@ _cost = model_cost_usd
 
 
 def _ask(config: JudgeConfig, built: JudgeRequest, in_worker: bool = False) -> dict:
-    """The judgment's fields from the model: asked again (up to NO_VERDICT_TRIES) while it gives no verdict."""
+    """The judgment's fields from the model: asked again (up to NO_VERDICT_TRIES) while it gives no verdict. An
+    answer with a verdict is kept (JudgeAnswer) before anything else is done with it."""
     used_in = used_out = latency = 0
     for _ in range(NO_VERDICT_TRIES):
         try:
@@ -170,20 +172,30 @@ def _ask(config: JudgeConfig, built: JudgeRequest, in_worker: bool = False) -> d
         latency += result.latency_ms
         answer = judgment_fields_of(result.text)
         if answer["verdict"] in VERDICTS:
+            JudgeAnswer.objects.bulk_create([JudgeAnswer(
+                request_hash=built.request_hash, model=config.model, text=result.text, input_tokens=used_in,
+                output_tokens=used_out, latency_ms=latency)], ignore_conflicts=True)
             break
     return {**answer, "input_tokens": used_in, "output_tokens": used_out, "latency_ms": latency,
             "cost_usd": _cost(config.model, used_in, used_out)}
 
 
 def _from_cache(request_hash: str) -> dict | None:
-    """An earlier judgment of the very same request, copied at no cost."""
+    """The very same request answered before: an earlier judgment's verdict, copied at no cost, or an answer that
+    arrived and was paid for but whose judgment was never stored (its worker was killed in between), recorded now
+    with its cost."""
     earlier = (Judgment.objects.filter(request_hash=request_hash).exclude(verdict=Judgment.Verdict.NONE)
                .order_by("pk").first())
-    if earlier is None:
+    if earlier is not None:
+        return {"verdict": earlier.verdict, "parts": earlier.parts, "raw_response": earlier.raw_response,
+                "error": "", "inconsistent": earlier.inconsistent, "input_tokens": 0, "output_tokens": 0,
+                "latency_ms": 0, "cost_usd": Decimal("0"), "source": "cache"}
+    kept = JudgeAnswer.objects.filter(request_hash=request_hash).first()
+    if kept is None:
         return None
-    return {"verdict": earlier.verdict, "parts": earlier.parts, "raw_response": earlier.raw_response, "error": "",
-            "inconsistent": earlier.inconsistent, "input_tokens": 0, "output_tokens": 0, "latency_ms": 0,
-            "cost_usd": Decimal("0"), "source": "cache"}
+    return {**judgment_fields_of(kept.text), "input_tokens": kept.input_tokens, "output_tokens": kept.output_tokens,
+            "latency_ms": kept.latency_ms, "cost_usd": _cost(kept.model, kept.input_tokens, kept.output_tokens),
+            "source": "judge"}
 
 
 def judgment_store(*, episode_id: int, config_id: int, fields: dict) -> Judgment:
@@ -222,7 +234,9 @@ def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | Non
                   unsupported_citations=unsupported_citations_count(
                       episode_id=episode_id, parts=fields.get("parts") or [], episode=episode,
                       step_files=built.evidence.step_files))
-    return judgment_store(episode_id=episode_id, config_id=config_id, fields=fields)
+    judgment = judgment_store(episode_id=episode_id, config_id=config_id, fields=fields)
+    JudgeAnswer.objects.filter(request_hash=built.request_hash).delete()  # recorded: the judgment is the cache now
+    return judgment
 
 
 def episodes_to_judge(*, run: Run, config: JudgeConfig) -> list[int]:
