@@ -105,6 +105,7 @@ class Queue(models.Model):
         INCONSISTENT = "inconsistent", "verdict inconsistent with its own parts"
         NO_VERDICT = "no-verdict", "judge gave no verdict"
         SAMPLE = "sample", "random sample, stratified by judge verdict"
+        CERTIFY = "certify", "certify an export: the design's next labels"
         FILTER = "filter", "saved filter"
         EPISODES = "episodes", "explicit list of episodes"
 
@@ -121,6 +122,8 @@ class Queue(models.Model):
     sample_size = models.PositiveIntegerField(default=0, help_text="sample queues: episodes per judge verdict")
     sample_population = models.JSONField(default=dict, blank=True,
                                          help_text="sample queues: episodes per judge verdict when drawn (weights)")
+    certify = models.JSONField(default=dict, blank=True,
+                               help_text="certify queues: the export they certify {source, exclude_risk, target, ...}")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -138,6 +141,24 @@ class Queue(models.Model):
     @property
     def has_members(self) -> bool:
         return self.kind in {self.Kind.SAMPLE, self.Kind.EPISODES}
+
+
+class CertifyDesign(models.Model):
+    """The random order in which a run's judged successes are labelled to certify an export (one per run and judge
+    config): each stratum is read in the order of a keyed hash of (seed, episode id), the seed drawn once at random
+    and kept here, so any subset of the episodes (a stratum, a cut) is in a uniformly random order."""
+
+    run = models.ForeignKey("taskgen.Run", on_delete=models.CASCADE, related_name="certify_designs")
+    judge_config = models.ForeignKey("taskgen.JudgeConfig", on_delete=models.CASCADE, related_name="certify_designs")
+    seed = models.BigIntegerField()
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "judge_config"], name="certify_design_one_per_config")]
+
+    def __str__(self) -> str:
+        return f"certify design {self.run_id}/{self.judge_config_id} seed {self.seed}"
 
 
 class QueueMember(models.Model):

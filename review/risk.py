@@ -109,3 +109,33 @@ def risk_reasons(episode_ids: list[int], config_id: int | None) -> dict[int, lis
             reasons[reasons.index(RISKS[1][2])] = f"{RISKS[1][2]} ({n} citation{'s' if n != 1 else ''})"
         out[row["pk"]] = reasons
     return out
+
+
+RISK_NAMES = tuple(name for name, _, _ in RISKS)
+RISK_WORDS = {name: text for name, _, text in RISKS} | {"rest": "none of these risks"}
+STRATA = (*RISK_NAMES, "rest")  # a certificate's strata: each episode in the first risk it holds, in this order
+
+
+class RiskError(ValueError):
+    """A risk name that does not exist (the message lists the known ones)."""
+
+
+def risk_names_check(names) -> tuple[str, ...]:
+    """Risk names as given (a comma-separated string or a list), checked, in the audit's order."""
+    raw = names.split(",") if isinstance(names, str) else list(names or ())
+    wanted = {str(name).strip() for name in raw if str(name).strip()}
+    unknown = sorted(wanted - set(RISK_NAMES))
+    if unknown:
+        raise RiskError(f"unknown risk {', '.join(unknown)}: use {', '.join(RISK_NAMES)}")
+    return tuple(name for name in RISK_NAMES if name in wanted)
+
+
+def risk_sets(episodes: QuerySet[Episode], config_id: int | None) -> dict[str, set[int]]:
+    """The ids of these episodes that hold each risk (one query per risk; an episode may hold several)."""
+    conditions = risk_conditions(config_id)
+    return {name: set(episodes.filter(conditions[name]).values_list("pk", flat=True)) for name in RISK_NAMES}
+
+
+def risk_stratum(episode_id: int, sets: dict[str, set[int]]) -> str:
+    """The episode's stratum: the first risk it holds (the audit's order), else "rest"."""
+    return next((name for name in RISK_NAMES if episode_id in sets[name]), "rest")

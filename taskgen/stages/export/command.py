@@ -36,6 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default; an adjudicated Not success is never exported)")
     parser.add_argument("--include-verifier-failed", action="store_true",
                         help="also export episodes a verifier failed (left out by default)")
+    parser.add_argument("--exclude-risk", default="",
+                        help="leave out episodes holding these risks (comma separated: inconsistent, unsupported, "
+                             "no_change, judges_disagree, verifier_disagrees)")
+    parser.add_argument("--certify", default=None, metavar="TARGET",
+                        help="write nothing unless the lower bound on the precision of exactly the episodes to write "
+                             "reaches TARGET (e.g. 0.9; see `taskgen certify`); the certificate goes into the "
+                             "manifest and _certificate.json")
+    parser.add_argument("--confidence", default=None, help="of the certificate's lower bound (default 0.95)")
     parser.add_argument("--workers", type=int, default=1,
                         help="write episodes here with N threads (default %(default)s: on this thread); 0: leave "
                              "them to the workers of the `default` queue (celery -A taskgen worker)")
@@ -76,7 +84,9 @@ def run(options: dict, stdout, stderr) -> int:
             "run": the_run.pk, "source": options["source"], "judge_config": config.pk if config else None,
             "budget": options["budget"], "out_dir": str(Path.cwd() / Path(options["out"]).expanduser()),
             "include_reviewer_rejected": options["include_reviewer_rejected"],
-            "include_verifier_failed": options["include_verifier_failed"]})
+            "include_verifier_failed": options["include_verifier_failed"],
+            "exclude_risk": [r for r in options["exclude_risk"].split(",") if r.strip()],
+            "certify": options["certify"], "confidence": options["confidence"]})
     except (ExportError, StageParamsError) as exc:
         stderr.write(f"rows: {exc}")
         return 2

@@ -20,7 +20,14 @@ from django.conf import settings
 from taskgen.blobs import blob_path, blob_path_of
 from taskgen.models import Blob, Episode, Export
 from taskgen.names import is_plain_name
-from taskgen.stages.export.select import ExportError, manifest_bytes, manifest_write, report_bytes
+from taskgen.stages.export.select import (
+    CERTIFICATE_FILE,
+    ExportError,
+    certificate_bytes,
+    manifest_bytes,
+    manifest_write,
+    report_bytes,
+)
 
 BATCH = 100  # episodes loaded at a time: their rows text is the big part
 COPY_BUFFER = 1 << 20
@@ -122,8 +129,15 @@ def export_write_dir(*, manifest: dict, out: Path, workers: int | None = None) -
                 outcome.skipped += not result
     if outcome.complete:
         (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
+        certificate_write(manifest, out)
         outcome.manifest_sha256 = manifest_write(manifest, out / "_manifest.json")
     return outcome
+
+
+def certificate_write(manifest: dict, out: Path) -> None:
+    """_certificate.json beside _report.json when the export was gated by a certificate."""
+    if (certificate := certificate_bytes(manifest)) is not None:
+        (out / CERTIFICATE_FILE).write_bytes(certificate)
 
 
 def episodes_write(*, entries: list[dict], out: Path, workers: int | None = None) -> dict[str, bool | Exception]:
@@ -215,6 +229,8 @@ def export_stream_targz(*, export: Export) -> Iterator[bytes]:
     with gz, tarfile.open(fileobj=gz, mode="w|") as tar:
         _add(tar, f"{top}/_report.json", report_bytes(export.report), mtime)
         _add(tar, f"{top}/_manifest.json", manifest_bytes(export.manifest), mtime)
+        if (certificate := certificate_bytes(export.manifest)) is not None:
+            _add(tar, f"{top}/{CERTIFICATE_FILE}", certificate, mtime)
         yield sink.drain()
         for episode in export_episodes(export.manifest["episodes"]):
             folder = f"{top}/{safe_name(episode.task_id)}"

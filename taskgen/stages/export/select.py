@@ -25,6 +25,7 @@ from pathlib import Path
 from django.conf import settings
 
 from review.models import FinalLabel, LabelVerdict
+from review.risk import RiskError, risk_names_check, risk_sets
 from taskgen.models import Episode, Export, JudgeConfig, Judgment, Run, Screenshot, VerifierResult
 
 MANIFEST_FORMAT = "taskgen-rows-manifest/1"
@@ -36,6 +37,7 @@ LEFT_OUT_WHY = {
     "reviewers": "reviewers labelled it Not success",
     "unsure": "its final label is Unsure, which overrides the judge",
     "verifier": "the verifier failed it",
+    "risk": "it holds a risk the export leaves out",
     "no_rows": "it has no rows folder",
     "empty": "its rows file is empty",
     "budget": "the step budget was reached before it",
@@ -71,6 +73,7 @@ class Selection:
     budget: int
     include_reviewer_rejected: bool = False
     include_verifier_failed: bool = False
+    exclude_risk: tuple[str, ...] = ()
     order_from: str = "episodes"
     candidates: int = 0
     picked: list[Candidate] = field(default_factory=list)
@@ -90,7 +93,8 @@ class Selection:
         return {"run": self.run.name, "run_id": self.run.pk, "source": self.source,
                 "judge_config": self.judge_config.key if self.judge_config else None, "budget": self.budget,
                 "include_reviewer_rejected": self.include_reviewer_rejected,
-                "include_verifier_failed": self.include_verifier_failed, "order_from": self.order_from}
+                "include_verifier_failed": self.include_verifier_failed, "exclude_risk": list(self.exclude_risk),
+                "order_from": self.order_from}
 
     def left_out_words(self) -> str:
         return left_out_words(source=self.source, exported=len(self.picked), left_out=self.left_out)
@@ -152,12 +156,21 @@ def export_include_check(*, source: str, include_reviewer_rejected: bool) -> Non
                           "Not success applies to the judge source only")
 
 
+def _risky_ids(*, run: Run, judge_config: JudgeConfig | None, exclude_risk: tuple[str, ...]) -> set[int]:
+    """The run's episodes holding any of the risks cut (review/risk.py, the judge config's verdicts)."""
+    if not exclude_risk:
+        return set()
+    sets = risk_sets(Episode.objects.filter(run=run), judge_config.pk if judge_config else None)
+    return set().union(*(sets[name] for name in exclude_risk))
+
+
 def _left_out_by_label(*, run: Run, source: str, judge_config: JudgeConfig | None, include_reviewer_rejected: bool,
-                       include_verifier_failed: bool) -> dict[int, str | None]:
+                       include_verifier_failed: bool, labels_ignored: bool = False) -> dict[int, str | None]:
     """Each episode the source (or the judge, beside human labels) approves: None when it may be exported, else the
-    reason (a LEFT_OUT_WHY key) a label or the verifier keeps it out."""
+    reason (a LEFT_OUT_WHY key) a label or the verifier keeps it out. `labels_ignored`: as if nobody had labelled."""
+    labels = FinalLabel.objects.none() if labels_ignored else FinalLabel.objects.filter(episode__run=run)
     finals = {pk: (verdict, adjudicated) for pk, verdict, adjudicated in
-              FinalLabel.objects.filter(episode__run=run).values_list("episode_id", "verdict", "adjudicated")}
+              labels.values_list("episode_id", "verdict", "adjudicated")}
     human_yes = {pk for pk, (verdict, _) in finals.items() if verdict == LabelVerdict.SUCCESS}
     judge_yes: set[int] = set()
     if judge_config is not None and source != Export.Selection.HUMAN:
@@ -215,15 +228,23 @@ def _round_robin(episodes: list[dict], slots: dict[str, int] | None) -> list[dic
 
 def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_config: JudgeConfig | None = None,
                   budget: object = None, include_reviewer_rejected: bool = False,
-                  include_verifier_failed: bool = False) -> Selection:
+                  include_verifier_failed: bool = False, exclude_risk=(), labels_ignored: bool = False) -> Selection:
     """The episodes an export takes, in order, under the reference's rules, less what reviewers rejected or the
-    verifier failed unless asked for; and how many approved episodes are left out, by reason."""
+    verifier failed unless asked for, and less the episodes holding a risk in `exclude_risk` (review/risk.py); and
+    how many approved episodes are left out, by reason. `labels_ignored` selects as if no human had labelled
+    anything: a certificate's frame, the judge's own choice, which no label moves."""
     budget = export_budget_check(settings.EXPORT_BUDGET if budget is None else budget)
     export_source_check(source=source, judge_config=judge_config)
     export_include_check(source=source, include_reviewer_rejected=include_reviewer_rejected)
+    try:
+        exclude_risk = risk_names_check(exclude_risk)
+    except RiskError as exc:
+        raise ExportError(str(exc)) from None
     outcome = _left_out_by_label(run=run, source=source, judge_config=judge_config,
                                  include_reviewer_rejected=include_reviewer_rejected,
-                                 include_verifier_failed=include_verifier_failed)
+                                 include_verifier_failed=include_verifier_failed, labels_ignored=labels_ignored)
+    for pk in _risky_ids(run=run, judge_config=judge_config, exclude_risk=exclude_risk) & outcome.keys():
+        outcome[pk] = outcome[pk] or "risk"
     rows = list(Episode.objects.filter(run=run).values("id", "task_order", "task__task_id", "site__slug",
                                                        "has_rows", "row_count", "content_hash"))
     slots = tasks_file_slots(run)
@@ -231,7 +252,7 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
         slots = None  # the file no longer lists every episode's task: fall back to the episodes' own order
     selection = Selection(run=run, source=source, judge_config=judge_config, budget=budget,
                           include_reviewer_rejected=include_reviewer_rejected,
-                          include_verifier_failed=include_verifier_failed,
+                          include_verifier_failed=include_verifier_failed, exclude_risk=exclude_risk,
                           order_from="tasks file" if slots is not None else "episodes")
     left_out: dict[str, int] = {}
     steps = 0
@@ -319,6 +340,16 @@ def manifest_write(manifest: dict, path: Path) -> str:
             digest.update(chunk)
             handle.write(chunk)
     return digest.hexdigest()
+
+
+CERTIFICATE_FILE = "_certificate.json"  # beside _report.json, whose keys stay the reference's
+
+
+def certificate_bytes(manifest: dict) -> bytes | None:
+    """_certificate.json: the manifest's certificate (None when the export was not gated)."""
+    if "certificate" not in manifest:
+        return None
+    return json.dumps(manifest["certificate"], indent=1, sort_keys=True).encode("utf-8")
 
 
 REPORT_KEYS = ("run", "candidates", "selected_trajectories", "selected_rows", "budget", "short_by", "sites")

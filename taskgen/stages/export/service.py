@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from taskgen.models import Export, JudgeConfig, Run
+from taskgen.stages.certify.service import CertifyError, certificate_gate, certify_target_check
 from taskgen.stages.export.output import export_write_dir
 from taskgen.stages.export.select import (
     ExportError,
+    Selection,
     export_manifest,
     export_select,
     manifest_sha256,
@@ -37,16 +39,33 @@ def export_row_create(*, run: Run, manifest: dict, judge_config: JudgeConfig | N
     return export
 
 
+def export_certificate_add(*, manifest: dict, selection: Selection, target: object, confidence: object = None,
+                           user=None) -> None:
+    """The gate: with a target ("certified at least"), put the certificate of exactly the selected episodes in the
+    manifest, or refuse (ExportError saying how many more labels are likely needed) when its bound is below."""
+    try:
+        target = certify_target_check(target)
+        if target is None:
+            return
+        confidence = 0.95 if confidence in (None, "") else certify_target_check(confidence)
+        manifest["certificate"] = certificate_gate(selection=selection, target=target, confidence=confidence,
+                                                   user=user)
+    except CertifyError as exc:
+        raise ExportError(str(exc)) from exc
+
+
 def export_create(*, run: Run, source: str, judge_config: JudgeConfig | None = None, budget: object = None,
                   out_dir: str | Path | None = None, base: Path | None = None, user=None,
-                  include_reviewer_rejected: bool = False, include_verifier_failed: bool = False) -> Export:
+                  include_reviewer_rejected: bool = False, include_verifier_failed: bool = False,
+                  exclude_risk=(), certify: object = None, confidence: object = None) -> Export:
     """Select, write the folder when `out_dir` is given (checked first: nothing is written on bad input), and
     record the Export. A folder that cannot be completed raises ExportError after keeping what was written."""
     out = export_out_dir_check(out_dir=out_dir, base=base) if out_dir else None
     selection = export_select(run=run, source=source, judge_config=judge_config, budget=budget,
                               include_reviewer_rejected=include_reviewer_rejected,
-                              include_verifier_failed=include_verifier_failed)
+                              include_verifier_failed=include_verifier_failed, exclude_risk=exclude_risk)
     manifest = export_manifest(selection=selection)
+    export_certificate_add(manifest=manifest, selection=selection, target=certify, confidence=confidence, user=user)
     sha256 = None
     if out is not None:
         outcome = export_write_dir(manifest=manifest, out=out)

@@ -21,7 +21,7 @@ from django.conf import settings
 
 from taskgen.models import Export, JudgeConfig, PipelineRun, Run
 from taskgen.stages.contract import StageParams, StageParamsError, StageWork
-from taskgen.stages.export.output import episode_write_dir, episodes_write, export_episodes
+from taskgen.stages.export.output import certificate_write, episode_write_dir, episodes_write, export_episodes
 from taskgen.stages.export.select import (
     ExportError,
     export_manifest,
@@ -31,7 +31,7 @@ from taskgen.stages.export.select import (
     manifest_write,
     report_bytes,
 )
-from taskgen.stages.export.service import export_out_dir_check, export_row_create
+from taskgen.stages.export.service import export_certificate_add, export_out_dir_check, export_row_create
 
 
 @dataclass(frozen=True)
@@ -62,10 +62,13 @@ def export_params_check(raw: dict) -> ExportParams:
         selection = export_select(run=run, source=raw.get("source") or Export.Selection.JUDGE, judge_config=config,
                                   budget=raw.get("budget"),
                                   include_reviewer_rejected=bool(raw.get("include_reviewer_rejected")),
-                                  include_verifier_failed=bool(raw.get("include_verifier_failed")))
+                                  include_verifier_failed=bool(raw.get("include_verifier_failed")),
+                                  exclude_risk=raw.get("exclude_risk") or ())
+        manifest = export_manifest(selection=selection)
+        export_certificate_add(manifest=manifest, selection=selection, target=raw.get("certify"),
+                               confidence=raw.get("confidence"))
     except ExportError as exc:
         raise StageParamsError(str(exc)) from exc
-    manifest = export_manifest(selection=selection)
     _manifests().mkdir(parents=True, exist_ok=True)
     written = _manifests() / f".new-{uuid.uuid4().hex}.json"
     sha = manifest_write(manifest, written)  # encoded once, piece by piece; named by its hash once written
@@ -139,6 +142,7 @@ def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dic
                           "ones are kept)")
     out = Path(params.out_dir)
     (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
+    certificate_write(manifest, out)
     sha = manifest_write(manifest, out / "_manifest.json")
     export = Export.objects.filter(params__pipeline_run=pipeline_run.pk).only("pk").first() or export_row_create(
         run=Run.objects.get(pk=params.run), manifest=manifest, out_dir=str(out), user=pipeline_run.started_by,

@@ -1,0 +1,130 @@
+"""The certify design: which episodes a certificate is about (population and frame), their strata, the random order
+each stratum is labelled in, and which labels that order lets the estimate use.
+
+- Population: exactly the episodes an export with the same parameters writes (`export_select`).
+- Frame: the episodes the same export would write if no human had labelled anything. Labels move episodes in and
+  out of the population (a Not success leaves it), and an order read over a set that labels change would no longer
+  be random, so the strata and their orders are the frame's; the population is the frame less what labels took out,
+  plus what they let in (a human success beside the judge, a step budget freed), counted exactly in the bound.
+- Strata: each episode in the first risk it holds (review/risk.py), else "rest".
+- Order: a keyed hash of (seed, episode id) (splitmix64), the seed drawn once per run and judge config
+  (review.models.CertifyDesign): any subset is in a uniformly random order, so a stratum's first n episodes are a
+  simple random sample of it, whichever cut or budget decided its members.
+- Labels used: a stratum's labelled run at the start of its order (bound.prefix_count); labels further on were not
+  drawn by the design (the false-positive audit serves the riskiest first) and wait until the run reaches them.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+import numpy as np
+from django.db import IntegrityError, transaction
+
+from review.models import CertifyDesign, FinalLabel, LabelVerdict
+from review.risk import STRATA, risk_sets, risk_stratum
+from taskgen.models import Episode, JudgeConfig, Run
+from taskgen.stages.certify.bound import StratumCount, prefix_count
+from taskgen.stages.export.select import Selection, export_select
+
+_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def design_seed(*, run: Run, judge_config: JudgeConfig, user=None) -> int:
+    """The run and config's design seed, drawn at random the first time it is asked for and kept."""
+    found = CertifyDesign.objects.filter(run=run, judge_config=judge_config).values_list("seed", flat=True).first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            CertifyDesign.objects.create(run=run, judge_config=judge_config, seed=secrets.randbits(62),
+                                         created_by=user if getattr(user, "pk", None) else None)
+    except IntegrityError:
+        pass  # drawn by someone else at the same moment: theirs is the one
+    return CertifyDesign.objects.get(run=run, judge_config=judge_config).seed
+
+
+def order_keys(seed: int, ids: list[int]) -> np.ndarray:
+    """splitmix64 of seed + id * golden ratio: a well-mixed 64-bit key per episode, the same for it in any set."""
+    with np.errstate(over="ignore"):
+        z = (np.uint64(seed) + np.asarray(ids, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) & _MASK
+        z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _MASK
+        z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _MASK
+        return z ^ (z >> np.uint64(31))
+
+
+def in_design_order(seed: int, ids: list[int]) -> list[int]:
+    if not ids:
+        return []
+    keys = order_keys(seed, ids)
+    return [ids[i] for i in np.argsort(keys, kind="stable")]
+
+
+def _truth(verdict: str, adjudicated: bool) -> bool | None:
+    """What a final label says of the truth: success, not (Not success, or an adjudicated Unsure: no success can
+    be claimed for it), or None while reviewers' Unsure waits for an adjudicator."""
+    if verdict == LabelVerdict.SUCCESS:
+        return True
+    if verdict == LabelVerdict.NOT_SUCCESS or adjudicated:
+        return False
+    return None
+
+
+def label_truths(episode_ids: set[int]) -> dict[int, tuple[bool | None, str]]:
+    """Each labelled episode's truth and final verdict, from its final label. (The hook for leaving out reviewers of
+    low accuracy: their labels would be dropped here before the final-label rule.)"""
+    rows = FinalLabel.objects.filter(episode_id__in=episode_ids).values_list("episode_id", "verdict", "adjudicated")
+    return {pk: (_truth(verdict, adjudicated), verdict) for pk, verdict, adjudicated in rows}
+
+
+@dataclass
+class Stratum:
+    """One stratum of the frame: its episodes in the design's order, and the count its labelled prefix gives."""
+
+    name: str
+    order: list[int]
+    count: StratumCount
+    beyond: int = 0  # labelled episodes after the prefix: not drawn by the design, not used (yet)
+
+    @property
+    def inclusion_probability(self) -> float:
+        return self.count.labelled / self.count.size if self.count.size else 0.0
+
+
+@dataclass
+class Design:
+    """A certificate's population, frame, strata and labels, ready for the statistics."""
+
+    selection: Selection
+    seed: int
+    population: list[int]
+    frame: set[int]
+    strata: list[Stratum]
+    truths: dict[int, tuple[bool | None, str]]
+    stratum_of: dict[int, str] = field(default_factory=dict)
+
+    def counts(self) -> list[StratumCount]:
+        return [s.count for s in self.strata]
+
+
+def design_build(*, selection: Selection, seed: int) -> Design:
+    """The design for the exact episodes `selection` writes (its run, source, judge config, budget and cuts)."""
+    frame_selection = export_select(run=selection.run, source="judge", judge_config=selection.judge_config,
+                                    budget=selection.budget, exclude_risk=selection.exclude_risk, labels_ignored=True,
+                                    include_verifier_failed=selection.include_verifier_failed)
+    population = [c.episode_id for c in selection.picked]
+    frame = [c.episode_id for c in frame_selection.picked]
+    everyone = set(population) | set(frame)
+    config_id = selection.judge_config.pk if selection.judge_config else None
+    sets = risk_sets(Episode.objects.filter(pk__in=everyone), config_id) if everyone else {}
+    stratum_of = {pk: risk_stratum(pk, sets) for pk in everyone}
+    truths = label_truths(everyone)
+    strata = []
+    for name in STRATA:
+        order = in_design_order(seed, [pk for pk in frame if stratum_of[pk] == name])
+        seen = [truths.get(pk, (None, ""))[0] for pk in order]
+        count = prefix_count(seen)
+        beyond = sum(truth is not None for truth in seen[count.labelled:])
+        strata.append(Stratum(name, order, count, beyond))
+    return Design(selection=selection, seed=seed, population=population, frame=set(frame), strata=strata,
+                  truths=truths, stratum_of=stratum_of)

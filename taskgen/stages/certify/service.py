@@ -1,0 +1,255 @@
+"""Certify an export: of the episodes an export would write, what share are real successes, with a one-sided lower
+bound that holds however long the researcher labels (bound.py), the next episodes to label in the design's order
+(design.py), the labels likely still needed, and the same for each cut of the riskiest strata.
+
+`certificate_compute` is the one function the command (`taskgen certify`), the pages and the export gate call.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from review.risk import RISK_NAMES, RISK_WORDS
+from taskgen.models import Episode, Export, JudgeConfig, Run
+from taskgen.stages.certify.bound import (
+    METHOD,
+    METHOD_REFERENCE,
+    StratumCount,
+    allocate_next,
+    labels_needed,
+    successes_estimate,
+    successes_lower,
+)
+from taskgen.stages.certify.design import Design, design_build, design_seed
+from taskgen.stages.export.select import ExportError, Selection, export_select
+
+SOURCES = (Export.Selection.JUDGE, Export.Selection.HUMAN_OVER_JUDGE)
+COUNTED = ("A label counts when the design drew it: each stratum's episodes are labelled in a random order fixed "
+           "by the seed, and only the labelled run at the start of that order is a random sample. Labels further on "
+           "(the false-positive audit serves the riskiest first; browsing) wait until every episode before them is "
+           "labelled; a stratum labelled in full is a census. A label that moved an episode in or out of the export "
+           "(a Not success leaves it) is counted exactly.")
+
+
+class CertifyError(ValueError):
+    """A certificate that cannot be computed as asked (bad target, source, cut, judge config); the message says why."""
+
+
+@dataclass(frozen=True)
+class CertifyParams:
+    """What a certificate is about (the export's parameters) and what it must show."""
+
+    run: Run
+    judge_config: JudgeConfig
+    source: str = Export.Selection.JUDGE
+    exclude_risk: tuple[str, ...] = ()
+    budget: object = None
+    include_reviewer_rejected: bool = False
+    include_verifier_failed: bool = False
+    target: float = 0.9
+    confidence: float = 0.95
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise CertifyError(f"a certificate is for the judge's choice: source judge or human-over-judge, "
+                               f"not {self.source!r}")
+        for name, value in (("target", self.target), ("confidence", self.confidence)):
+            if not isinstance(value, int | float) or not 0 < value < 1:
+                raise CertifyError(f"the {name} must be a number between 0 and 1, not {value!r}")
+
+
+@dataclass
+class _Adjustment:
+    """What labels changed between the frame and the population: episodes out (rejected, or pushed past the
+    budget) and in (a human success beside the judge, a freed budget)."""
+
+    unknown_out: int = 0  # left the population with their truth unknown or true: the bound assumes each a success
+    known_true_in: int = 0  # entered it with a human success: certain
+    estimate_shift: float | None = 0.0
+    labels: list[dict] = field(default_factory=list)
+
+
+def _rate(design: Design, stratum_name: str) -> float | None:
+    count = next(s.count for s in design.strata if s.name == stratum_name)
+    return count.successes / count.labelled if count.labelled else None
+
+
+def _adjustment(design: Design) -> _Adjustment:
+    population = set(design.population)
+    out, came_in = design.frame - population, population - design.frame
+    adjust = _Adjustment()
+    for pk, sign in [(pk, -1) for pk in sorted(out)] + [(pk, 1) for pk in sorted(came_in)]:
+        truth = design.truths.get(pk, (None, ""))[0]
+        if sign < 0 and truth is not False:
+            adjust.unknown_out += 1
+        if sign > 0 and truth is True:
+            adjust.known_true_in += 1
+        guess = float(truth) if truth is not None else _rate(design, design.stratum_of[pk])
+        adjust.estimate_shift = None if guess is None or adjust.estimate_shift is None else \
+            adjust.estimate_shift + sign * guess
+        if truth is not None:
+            adjust.labels.append({"episode_id": pk, "moved": "out" if sign < 0 else "in", "success": truth})
+    return adjust
+
+
+def _lower_share(counts: list[StratumCount], adjust: _Adjustment, population: int, confidence: float) -> float | None:
+    if not population:
+        return None
+    lower = successes_lower(counts, confidence=confidence) - adjust.unknown_out + adjust.known_true_in
+    return max(0, lower) / population
+
+
+def _labels_still_needed(design: Design, adjust: _Adjustment, params: CertifyParams) -> int | None:
+    counts, size = design.counts(), len(design.population)
+
+    def reached(projected: list[StratumCount]) -> bool:
+        rejected = sum((p.labelled - c.labelled) - (p.successes - c.successes) for p, c in zip(projected, counts,
+                                                                                            strict=True))
+        share = _lower_share(projected, adjust, size - rejected, params.confidence)
+        return share is not None and share >= params.target
+
+    return labels_needed(counts, reached=reached) if size else None
+
+
+def _next_episodes(design: Design, count: int) -> tuple[list[int], list[int]]:
+    """The next `count` episodes to label in the design's order, and those waiting for an adjudicator first."""
+    waiting, queues = [], []
+    for stratum in design.strata:
+        rest = stratum.order[stratum.count.labelled:]
+        waiting += [pk for pk in rest[:1] if pk in design.truths and design.truths[pk][0] is None]
+        queues.append([pk for pk in rest if pk not in design.truths])
+    picked: list[int] = []
+    for h in allocate_next(design.counts(), count=count * 2):
+        if queues[h] and len(picked) < count:
+            picked.append(queues[h].pop(0))
+    return picked, waiting
+
+
+def _labels_used(design: Design, adjust: _Adjustment) -> list[dict]:
+    """Every label the certificate rests on, with the probability the design gave it (n_h / N_h in its stratum);
+    a label that moved an episode in or out of the population counts exactly (probability 1)."""
+    used = []
+    for stratum in design.strata:
+        for position, pk in enumerate(stratum.order[:stratum.count.labelled]):
+            used.append({"episode_id": pk, "stratum": stratum.name, "position": position,
+                         "verdict": design.truths[pk][1], "probability": round(stratum.inclusion_probability, 6)})
+    return used + [{**label, "probability": 1.0} for label in adjust.labels]
+
+
+def labels_sha256(used: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(used, sort_keys=True).encode()).hexdigest()
+
+
+def _task_ids(ids: list[int]) -> list[str]:
+    names = dict(Episode.objects.filter(pk__in=ids).values_list("pk", "task__task_id"))
+    return [names[pk] for pk in ids]
+
+
+def certificate_of(*, selection: Selection, params: CertifyParams, seed: int, next_count: int = 20) -> dict:
+    """The certificate of exactly the episodes `selection` writes."""
+    design = design_build(selection=selection, seed=seed)
+    adjust = _adjustment(design)
+    counts, size = design.counts(), len(design.population)
+    lower = _lower_share(counts, adjust, size, params.confidence)
+    frame_estimate = successes_estimate(counts)
+    estimate = None if frame_estimate is None or adjust.estimate_shift is None or not size else \
+        min(1.0, max(0.0, (frame_estimate + adjust.estimate_shift) / size))
+    used = _labels_used(design, adjust)
+    nxt, waiting = _next_episodes(design, next_count)
+    return {
+        "run": selection.run.name, "judge_config": selection.judge_config.key, "source": selection.source,
+        "exclude_risk": list(selection.exclude_risk), "budget": selection.budget, "steps": selection.rows,
+        "population": size, "frame": len(design.frame),
+        "labels": sum(c.labelled for c in counts), "labels_not_counted": sum(s.beyond for s in design.strata),
+        "estimate": None if estimate is None else round(estimate, 4),
+        "lower": None if lower is None else round(lower, 4),
+        "target": params.target, "confidence": params.confidence,
+        "certified": lower is not None and lower >= params.target,
+        "labels_needed": _labels_still_needed(design, adjust, params),
+        "method": METHOD, "reference": METHOD_REFERENCE, "seed": seed,
+        "labels_sha256": labels_sha256(used), "labels_used": used,
+        "strata": [{"name": s.name, "words": RISK_WORDS[s.name], "episodes": s.count.size,
+                    "labelled": s.count.labelled, "successes": s.count.successes, "not_counted": s.beyond,
+                    "probability": round(s.inclusion_probability, 4)} for s in design.strata if s.count.size],
+        "next": _task_ids(nxt), "next_episode_ids": nxt, "waiting_for_adjudication": _task_ids(waiting),
+        "counted": COUNTED,
+    }
+
+
+def _select(params: CertifyParams, exclude_risk: tuple[str, ...]) -> Selection:
+    try:
+        return export_select(run=params.run, source=params.source, judge_config=params.judge_config,
+                             budget=params.budget, exclude_risk=exclude_risk,
+                             include_reviewer_rejected=params.include_reviewer_rejected,
+                             include_verifier_failed=params.include_verifier_failed)
+    except ExportError as exc:
+        raise CertifyError(str(exc)) from exc
+
+
+def certificate_compute(*, params: CertifyParams, next_count: int = 20, cuts: bool = False, user=None) -> dict:
+    """The certificate of the export `params` describes, and with `cuts` the same for each choice of leaving the
+    riskiest strata out (each bound recomputed on its own population)."""
+    seed = design_seed(run=params.run, judge_config=params.judge_config, user=user)
+    certificate = certificate_of(selection=_select(params, params.exclude_risk), params=params, seed=seed,
+                                 next_count=next_count)
+    if cuts:
+        present = [name for name in RISK_NAMES if any(s["name"] == name for s in certificate["strata"])]
+        certificate["cuts"] = [_cut_row(params, tuple(present[:k]), seed) for k in range(len(present) + 1)]
+    return certificate
+
+
+def _cut_row(params: CertifyParams, cut: tuple[str, ...], seed: int) -> dict:
+    cert = certificate_of(selection=_select(params, cut), params=params, seed=seed, next_count=0)
+    keep = ("population", "steps", "budget", "labels", "estimate", "lower", "certified", "labels_needed")
+    return {"exclude_risk": list(cut), **{key: cert[key] for key in keep}}
+
+
+def certificate_summary(certificate: dict) -> dict:
+    """What a manifest and `_certificate.json` keep: enough to check the certificate later against the labels."""
+    keys = ("run", "judge_config", "source", "exclude_risk", "budget", "population", "frame", "labels", "estimate",
+            "lower", "target", "confidence", "certified", "method", "reference", "seed", "labels_sha256",
+            "labels_used", "strata")
+    return {key: certificate[key] for key in keys}
+
+
+def certify_target_check(value: object) -> float | None:
+    """A form's or command line's "certified at least": None when empty, else a share between 0 and 1."""
+    if value in (None, ""):
+        return None
+    try:
+        target = float(str(value).strip())
+    except ValueError:
+        raise CertifyError(f"certified at least must be a share between 0 and 1 (0.9 for 90%), not {value!r}") from None
+    if not 0 < target < 1:
+        raise CertifyError(f"certified at least must be a share between 0 and 1 (0.9 for 90%), not {value!r}")
+    return target
+
+
+def certificate_gate(*, selection: Selection, target: float, confidence: float = 0.95, user=None) -> dict:
+    """The certificate of exactly the episodes `selection` writes, as a manifest keeps it; a CertifyError saying how
+    many more labels are likely needed (and where to give them) when its lower bound is below `target`."""
+    if selection.judge_config is None or selection.source not in SOURCES:
+        raise CertifyError("a certificate needs the judge's choice: source judge or human-over-judge, with a judge "
+                           "config")
+    params = CertifyParams(run=selection.run, judge_config=selection.judge_config, source=selection.source,
+                           exclude_risk=selection.exclude_risk, budget=selection.budget, target=target,
+                           confidence=confidence, include_reviewer_rejected=selection.include_reviewer_rejected,
+                           include_verifier_failed=selection.include_verifier_failed)
+    seed = design_seed(run=selection.run, judge_config=selection.judge_config, user=user)
+    certificate = certificate_of(selection=selection, params=params, seed=seed, next_count=0)
+    if not certificate["certified"]:
+        raise CertifyError(gate_refusal_words(certificate))
+    return certificate_summary(certificate)
+
+
+def gate_refusal_words(certificate: dict) -> str:
+    lower = certificate["lower"] or 0.0
+    need = certificate["labels_needed"]
+    more = (f"about {need} more label{'s' if need != 1 else ''} in the design's order are likely needed"
+            if need else "the target is out of reach with these episodes: leave the riskiest strata out (see the "
+                         "cuts on the certificate)")
+    return (f"not certified: the {certificate['confidence']:.0%} lower bound on the precision of the "
+            f"{certificate['population']} episodes to write is {lower:.3f}, below the {certificate['target']} asked "
+            f"for ({certificate['labels']} labels used); {more}. Label them in the Certify queue of "
+            f"{certificate['run']} or see `taskgen certify {certificate['run']}`; nothing was written.")
