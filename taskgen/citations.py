@@ -3,12 +3,16 @@
 Forms: `request #N` (the request log's index, counted from 0, as the page numbers it and the rules baseline cites
 it), `change #N` (the data changes, from 0), `step N` / `screenshot N` / `step_N.png` (steps count from 1, as in
 taskgen/steps.py), `action N` (from 1), a path (`/sites/shop/cart`), a collection named by a data change, a quoted
-value ("Brazil Santos Bourbon"), and the agent's answer.
+value ("Brazil Santos Bourbon"), and the agent's answer. A collection is cited by the name a data change gives it
+(`cart_items`) or as a collection or table by name ("the orders collection", `table "bookings"`).
 
 A citation that points at nothing is **unsupported**: a number past the end of what was recorded, always; a path,
 quoted value or answer found nowhere in the episode's evidence, when the part citing it is marked done (a part not
-done may well say "no request to /checkout was made"). A judge citing evidence that does not exist is a likely
-false positive, so the count is stored on each judgment (`Judgment.unsupported_citations`) for filters and queues.
+done may well say "no request to /checkout was made"); a collection named as one that no data change touched
+(the episode may have none), when the part is done and the text does not say it was left alone. Each place is cited
+once: "request #4 (GET /cart)" lists request #4, not the request and then its path. A judge citing evidence that
+does not exist is a likely false positive, so the count is stored on each judgment (`Judgment.unsupported_citations`)
+for filters and queues.
 
 Plain data in, plain data out: the data migration that counts stored judgments calls it too.
 """
@@ -29,6 +33,14 @@ _QUOTED = re.compile(r'"([^"\n]{2,160})"|“([^”\n]{2,160})”|‘([^’\n]{2,
                      r"|(?<![\w])'([^'\n]{2,160})'(?![\w])")
 _ANSWER = re.compile(r"\b(?:final answer|the answer|its answer|agent's answer|answer says)\b"
                      r"|(?:\bin|,)\s*answer\b", re.I)
+_COLLECTION_NAMED = re.compile(
+    r"[`\"'“‘]?(?P<before>[A-Za-z_][\w.-]{1,60})[`\"'”’]?\s+(?:collection|table)s?\b"
+    r"|\b(?:collection|table)[\"']?\s*[:=]?\s*[`\"'“‘](?P<after>[A-Za-z_][\w.-]{1,60})[`\"'”’]", re.I)
+_NOT_A_NAME = {"the", "a", "an", "this", "that", "these", "those", "any", "no", "same", "data", "each", "every",
+               "which", "its", "their", "one", "other", "another", "some", "database", "whole", "right", "wrong",
+               "relevant", "new", "empty", "said", "given", "expected", "correct", "of", "in", "to", "from", "and",
+               "or", "is"}
+_NEGATION = re.compile(r"\b(?:no|not|none|nothing|without|never|neither|nor)\b|n't\b", re.I)
 _KINDS = {"request": "request", "change": "change", "data change": "change", "step": "step", "screenshot": "step",
           "action": "action"}
 
@@ -178,14 +190,39 @@ def _value_citations(text: str, ev: EvidenceIndex, done: bool) -> list[Citation]
     return found
 
 
-def _collection_citations(text: str, ev: EvidenceIndex) -> list[Citation]:
+def _collection_citations(text: str, ev: EvidenceIndex, done: bool) -> list[Citation]:
     low, found, named = text.lower(), [], set()
     for n, op, what in ev.change_collections:
         named_at = re.search(rf"\b{re.escape(what.lower())}\b", low) if what != "?" else None
         if named_at and what.lower() not in named:
             named.add(what.lower())
             found.append(Citation("collection", what, f"chg-{n}", f"change #{n} · {op} {what}", at=named_at.start()))
+    for match in _COLLECTION_NAMED.finditer(text):
+        name = match.group("before") or match.group("after")
+        if name.lower() in _NOT_A_NAME or name.lower() in named or _says_untouched(text, match.start()):
+            continue
+        named.add(name.lower())
+        hit = _change_of_collection(name, ev)
+        recorded = sorted({c[2] for c in ev.change_collections})
+        found.append(Citation("collection", hit[2], f"chg-{hit[0]}", f"change #{hit[0]} · {hit[1]} {hit[2]}",
+                              at=match.start()) if hit else
+                     Citation("collection", name, None, f"{name}: " + (
+                         f"no data change in it (changed: {', '.join(recorded)})" if recorded
+                         else "the episode recorded no data changes"), unsupported=done, at=match.start()))
     return found
+
+
+def _change_of_collection(name: str, ev: EvidenceIndex) -> tuple[int, str, str] | None:
+    """The first data change of the collection a judge names (orders, order: a plural or singular is the same)."""
+    forms = {name.lower(), name.lower().rstrip("s"), name.lower() + "s"}
+    return next((c for c in ev.change_collections if c[2].lower() in forms or c[2].lower().rstrip("s") in forms),
+                None)
+
+
+def _says_untouched(text: str, at: int) -> bool:
+    """Whether the sentence before a named collection says it was left alone ("no row was added to orders")."""
+    sentence = re.split(r"[.;!?\n]", text[max(0, at - 80):at])[-1]
+    return _NEGATION.search(sentence) is not None
 
 
 def _answer_citation(text: str, ev: EvidenceIndex, done: bool) -> list[Citation]:
@@ -198,13 +235,15 @@ def _answer_citation(text: str, ev: EvidenceIndex, done: bool) -> list[Citation]
 
 
 def citations_in(evidence: str, ev: EvidenceIndex, *, done: bool = True) -> list[Citation]:
-    """Every citation in one part's evidence text, each once, in the order the text writes them."""
+    """Every citation in one part's evidence text, each place once, in the order the text writes them."""
     text = evidence or ""
     found = (_numbered_citations(text, ev) + _path_citations(text, ev, done) + _value_citations(text, ev, done)
-             + _collection_citations(text, ev) + _answer_citation(text, ev, done))
+             + _collection_citations(text, ev, done) + _answer_citation(text, ev, done))
     seen, out = set(), []
-    for citation in sorted(found, key=lambda c: c.at):
-        key = (citation.kind, citation.written.lower(), citation.anchor)
+    # one citation per place: "request #4 (GET /cart)", "step 2 (step_2.png)" or 'the "orders" table' name one thing
+    # twice (a quoted name is read as what it names before it is read as a value)
+    for citation in sorted(found, key=lambda c: (c.at, c.kind == "value")):
+        key = citation.anchor or citation.written.strip('"').lower()
         if key not in seen:
             seen.add(key)
             out.append(citation)

@@ -1,6 +1,8 @@
 """Every form of citation a judge writes links to the evidence it names; one that points at nothing is unsupported."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from taskgen.citations import EvidenceIndex, citations_in, unsupported_count
@@ -79,3 +81,59 @@ def test_the_count_stored_with_a_judgment_reads_the_episode():
                              task=TaskFactory(instruction="Add a bag"))
     parts = [{"part": "add", "done": True, "evidence": "request #12; step_1.png"}]
     assert unsupported_citations_count(episode_id=episode.pk, parts=parts) == 2  # no such request, no screenshots
+
+
+def test_a_collection_named_that_no_data_change_touched_is_unsupported():
+    for changes in ([], CHANGES):  # no data changes at all; changes of another collection only
+        index = _index(data_changes=changes)
+        for text in ("the orders collection has a new row", 'the "orders" table got a row', 'collection: "orders"'):
+            [cited] = citations_in(text, index, done=True)
+            assert (cited.kind, cited.anchor, cited.unsupported) == ("collection", None, True), text
+            [not_done] = citations_in(text, index, done=False)
+            assert not not_done.unsupported
+        assert citations_in("no row was added to the orders collection", index) == []  # says it was left alone
+    assert _one("a row in the cart_item table").anchor == "chg-0"  # singular or plural, the same collection
+    assert citations_in("the data collection looks fine", _index()) == []
+    parts = [{"part": "order", "done": True, "evidence": "the orders collection has a new row"}]
+    assert unsupported_count(parts, _index(data_changes=[])) == 1
+
+
+@pytest.mark.parametrize("text, anchors", [
+    ("request #4 (GET /sites/shop/cart) shows the cart", ["req-4"]),
+    ("step 2 (step_2.png) shows it", ["step-2"]),
+    ("POST /sites/shop/cart/add and again /sites/shop/cart/add/", ["req-3"]),
+    ("the cart_items row, change #0", ["chg-0"]),
+    ('typed "Brazil Santos Bourbon" in request #2', ["req-2"]),
+    ("request #12, then request #12 again", [None]),
+])
+def test_each_place_is_cited_once(text, anchors):
+    assert [c.anchor for c in citations_in(text, _index())] == anchors
+
+
+@pytest.mark.django_db
+def test_the_page_numbers_judge_parts_from_one_like_steps(viewer_client):
+    from tests.factories import JudgmentFactory
+
+    judgment = JudgmentFactory(parts=[{"part": "find it", "done": True, "evidence": "request #0"},
+                                      {"part": "report it", "done": False, "evidence": "no answer"}])
+    page = viewer_client.get(judgment.episode.get_absolute_url()).content.decode()
+    [parts_list] = re.findall(r'<ol class="parts"[^>]*>', page)
+    assert re.search(r'\bstart="(\d+)"', parts_list) is None or 'start="1"' in parts_list
+
+
+@pytest.mark.django_db
+def test_the_migration_counts_stored_judgments_again_under_these_rules():
+    import importlib
+
+    from django.apps import apps
+
+    from taskgen.models import Judgment
+    from tests.factories import JudgmentFactory
+
+    migration = importlib.import_module("taskgen.migrations.0013_recount_unsupported_citations")
+    stale = JudgmentFactory(episode=EpisodeFactory(data_changes=[]), unsupported_citations=0,
+                            parts=[{"part": "order", "done": True, "evidence": "the orders collection has a new row"}])
+    right = JudgmentFactory(unsupported_citations=0, parts=[{"part": "x", "done": False, "evidence": "nothing"}])
+    migration.recount_unsupported(apps, None)
+    assert Judgment.objects.get(pk=stale.pk).unsupported_citations == 1
+    assert Judgment.objects.get(pk=right.pk).unsupported_citations == 0

@@ -157,7 +157,9 @@ def test_csv_download_has_a_row_per_site_and_kind(viewer_client, judged):
     response = viewer_client.get(reverse("review:validate_csv"), _query(judged))
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [(r["scope"], r["name"]) for r in rows] == [("all", "all"), ("site", "mail"), ("site", "shop"),
-                                                       ("task_kind", "action"), ("task_kind", "info")]
+                                                       ("task_kind", "action"), ("task_kind", "info"),
+                                                       ("humans_pooled", "with_unsure"),
+                                                       ("humans_pooled", "without_unsure")]
     assert rows[0]["precision"] == str(round(5 / 8, 3)) and rows[0]["precision_low"]
 
 

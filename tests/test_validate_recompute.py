@@ -12,12 +12,8 @@ import pytest
 from review.models import FinalLabel, Label
 from review.services import final_label_adjudicate, label_set
 from taskgen.models import Episode, Judgment, VerifierResult
-from taskgen.stages.validate.service import (
-    judge_reviewer_agreement,
-    judges_agreement,
-    validate_compare,
-    validate_compute,
-)
+from taskgen.stages.validate.humans import judge_reviewer_agreement
+from taskgen.stages.validate.service import judges_agreement, validate_compare, validate_compute
 from taskgen.stats import Confusion, Stratum, cohen_kappa, confusion_summary, sample_estimate
 from tests.factories import EpisodeFactory, JudgeConfigFactory, RunFactory, SiteFactory, TaskFactory, UserFactory
 

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 import pytest
 
+from taskgen.stages.validate.humans import human_agreement, judge_reviewer_agreement, reviewer_agreement
 from taskgen.stages.validate.service import (
     ValidateError,
     default_config,
-    human_agreement,
-    judge_reviewer_agreement,
-    reviewer_agreement,
     validate_compare,
     validate_compute,
     validate_false_positive_task_ids,

@@ -15,13 +15,16 @@ from review.charts import confusion_heatmap, site_intervals_chart
 from review.links import random_sample_episodes, review_queue_url_for
 from review.roles import Role, require_role
 from taskgen.models import JudgeConfig, Run
+from taskgen.stages.validate.humans import (
+    human_agreement,
+    judge_reviewer_agreement,
+    reviewer_agreement,
+    validate_humans,
+)
 from taskgen.stages.validate.service import (
     AGAINST_CHOICES,
     ValidateError,
     default_config,
-    human_agreement,
-    judge_reviewer_agreement,
-    reviewer_agreement,
     validate_compare,
     validate_compute,
     validate_false_positive_task_ids,
@@ -129,18 +132,26 @@ def validate_page(request: HttpRequest) -> HttpResponse:
     return render(request, "review/validate.html", context)
 
 
-def _download_choices(request: HttpRequest) -> dict:
+def _download_choices(request: HttpRequest, *, judge_needed: bool = True) -> dict:
+    """The choices a download names; without a judge config on the runs, `config` is None (the humans' agreement
+    needs none) unless the download needs a judge, which is then a ValidateError."""
     query = request.GET.copy()
     query.pop("compare", None)  # a download has the one config's figures: the side by side plays no part
-    data = _choices(ValidateForm(query))
+    form = ValidateForm(query)
+    data = _choices(form)
+    if data is None and form.is_valid() and not judge_needed:
+        return {**form.cleaned_data, "runs": list(form.cleaned_data["runs"]), "config": None}
     if data is None:
         raise ValidateError("choose runs that have judgments (and a reviewer for one reviewer's labels)")
     return data
 
 
 def _download_report(request: HttpRequest, *, list_limit: int | None) -> tuple[dict, object]:
-    """The choices a download names and the report they give; ValidateError when the choices fall short."""
-    data = _download_choices(request)
+    """The choices a download names and the report they give (None without a judge config on the runs: the humans'
+    agreement is then all there is); ValidateError when the choices fall short."""
+    data = _download_choices(request, judge_needed=False)
+    if data["config"] is None:
+        return data, None
     report = validate_compute(runs=data["runs"], config=data["config"], against=data["against"],
                               reviewer=data["reviewer"], list_limit=list_limit)
     return data, report
@@ -150,6 +161,9 @@ def _bad_request(error: ValidateError) -> HttpResponse:
     return HttpResponse(f"{error}\n", status=400, content_type="text/plain; charset=utf-8")
 
 
+NO_JUDGE = "No judge config has judged these runs: the judge's figures need a judge run; the humans' need none."
+
+
 @require_GET
 @require_role(Role.VIEWER)
 def validate_json(request: HttpRequest) -> HttpResponse:
@@ -157,17 +171,19 @@ def validate_json(request: HttpRequest) -> HttpResponse:
         data, report = _download_report(request, list_limit=None)
     except ValidateError as error:
         return _bad_request(error)
-    body = {"reference": report.reference_line, **report.as_dict(),
-            "reviewer_agreement": reviewer_agreement(runs=data["runs"]),
-            "human_agreement": human_agreement(runs=data["runs"]),
-            "judge_vs_reviewers": judge_reviewer_agreement(runs=data["runs"], config=data["config"])}
+    humans = validate_humans(runs=data["runs"], config=data["config"])
+    if report is None:
+        body = {"reference": None, "judge": None, "note": NO_JUDGE, "runs": [run.name for run in data["runs"]],
+                **humans}
+    else:
+        body = {"reference": report.reference_line, **report.as_dict(), **humans}
     response = JsonResponse(body, json_dumps_params={"indent": 1, "ensure_ascii": False})
     response["Content-Disposition"] = 'attachment; filename="validate.json"'
     return response
 
 
 CSV_COLUMNS = ["scope", "name", *REFERENCE_KEYS, "f1", "kappa", "precision_low", "precision_high", "recall_low",
-               "recall_high"]
+               "recall_high", "agreement_low", "agreement_high", "kappa_low", "kappa_high"]
 
 
 def csv_cell(value) -> str:
@@ -187,9 +203,26 @@ def _csv_row(scope: str, name: str, figures: dict) -> list[str]:
     return [csv_cell(value) for value in values]
 
 
+def _csv_humans_rows(humans: dict) -> list[list[str]]:
+    """The humans' agreement in the same columns: `episodes` holds the pairs (pooled) or the episodes both labelled
+    (a pair of reviewers), with agreement and kappa and, pooled, their intervals; the judge's columns stay empty."""
+    rows = []
+    for name, row in humans["human_agreement"].items():
+        cells = {"episodes": row["pairs"], "agreement": row["agreement"], "kappa": row["kappa"],
+                 "agreement_low": (row["agreement_ci"] or (None, None))[0],
+                 "agreement_high": (row["agreement_ci"] or (None, None))[1],
+                 "kappa_low": (row["kappa_ci"] or (None, None))[0], "kappa_high": (row["kappa_ci"] or (None, None))[1]}
+        rows.append(["humans_pooled", name, *(cells.get(column) for column in CSV_COLUMNS[2:])])
+    for pair in humans["reviewer_agreement"]:
+        cells = {"episodes": pair["episodes"], "agreement": pair["agreement"], "kappa": pair["kappa"]}
+        rows.append(["reviewer_pair", f"{pair['a']} vs {pair['b']}", *(cells.get(c) for c in CSV_COLUMNS[2:])])
+    return [[csv_cell(value) for value in row] for row in rows]
+
+
 @require_GET
 @require_role(Role.VIEWER)
 def validate_csv(request: HttpRequest) -> HttpResponse:
+    """The judge's figures (all, per site, per task kind) when the runs are judged, then the humans' agreement."""
     try:
         data, report = _download_report(request, list_limit=0)
     except ValidateError as error:
@@ -198,10 +231,12 @@ def validate_csv(request: HttpRequest) -> HttpResponse:
     response["Content-Disposition"] = 'attachment; filename="validate.csv"'
     writer = csv.writer(response)
     writer.writerow(CSV_COLUMNS)
-    writer.writerow(_csv_row("all", "all", report.figures))
-    for scope, rows in (("site", report.per_site), ("task_kind", report.per_kind)):
-        for row in rows:
-            writer.writerow(_csv_row(scope, row["name"], row))
+    if report is not None:
+        writer.writerow(_csv_row("all", "all", report.figures))
+        for scope, rows in (("site", report.per_site), ("task_kind", report.per_kind)):
+            for row in rows:
+                writer.writerow(_csv_row(scope, row["name"], row))
+    writer.writerows(_csv_humans_rows(validate_humans(runs=data["runs"])))
     return response
 
 

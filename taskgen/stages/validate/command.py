@@ -1,19 +1,15 @@
 """`taskgen validate RUN [--against verifier|human] [--judge CONFIG] [--json]`: the judge against the verifiers (or
-final human labels). The first line is the reference's JSON line; the figures it lacks follow."""
+final human labels). The first line is the reference's JSON line; the figures it lacks follow. A run nobody has
+judged still has its humans' agreement: then that alone is printed (one JSON object with --json, `"judge": null`)
+and stderr says the judge's figures need a judge run."""
 from __future__ import annotations
 
 import argparse
 import json
 
 from taskgen.stages.lookup import judge_config_find, run_find
-from taskgen.stages.validate.service import (
-    ValidateError,
-    ValidateReport,
-    default_config,
-    human_agreement,
-    reviewer_agreement,
-    validate_compute,
-)
+from taskgen.stages.validate.humans import validate_humans
+from taskgen.stages.validate.service import ValidateError, ValidateReport, default_config, validate_compute
 
 NAME = "validate"
 HELP = "Measure a judge config against verifier results or final human labels on a run."
@@ -53,22 +49,34 @@ def run(options: dict, stdout, stderr) -> int:
         stderr.write(f"no run named {options['run']!r}: import it first (see `taskgen --help`)")
         return 2
     config = judge_config_find(options["judge"]) if options["judge"] else default_config(runs=[run_row])
-    if config is None:
-        stderr.write(f"no judge config {options['judge']!r}" if options["judge"]
-                     else f"run {run_row.name} has no judgments yet: judge it first")
+    if config is None and options["judge"]:
+        stderr.write(f"no judge config {options['judge']!r}")
         return 2
+    if config is None:
+        return _humans_only(run_row, options, stdout, stderr)
     try:
         report = validate_compute(runs=[run_row], config=config, against=options["against"], list_limit=None)
     except ValidateError as error:
         stderr.write(str(error))
         return 2
     stdout.write(json.dumps(report.reference_line))
-    humans = {"reviewer_agreement": reviewer_agreement(runs=[run_row]),
-              "human_agreement": human_agreement(runs=[run_row])}
+    humans = validate_humans(runs=[run_row], config=config)
     if options["json"]:
         stdout.write(json.dumps({**report.as_dict(), **humans}, default=str))
     else:
         stdout.write("\n".join(_text(report) + _humans_text(humans)))
+    return 0
+
+
+def _humans_only(run_row, options: dict, stdout, stderr) -> int:
+    """A run nobody has judged: the agreement between humans needs no judge, so it is printed alone."""
+    stderr.write(f"run {run_row.name} has no judgments yet: the judge's figures need a judge run (`taskgen judge "
+                 f"{run_row.name}`); the agreement between humans needs none")
+    humans = validate_humans(runs=[run_row])
+    if options["json"]:
+        stdout.write(json.dumps({"judge": None, "runs": [run_row.name], **humans}, default=str))
+    else:
+        stdout.write("\n".join(_humans_text(humans)))
     return 0
 
 

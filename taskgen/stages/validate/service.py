@@ -11,12 +11,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from itertools import combinations
 
-from django.db.models import Count, F, FilteredRelation, Q, QuerySet, Sum
+from django.db.models import Count, FilteredRelation, Q, QuerySet, Sum
 from django.urls import reverse
 
-from review.models import Label, LabelVerdict
+from review.models import LabelVerdict
 from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site
 from taskgen.stages.validate.summary import summary_available, summary_cells
 from taskgen.stats import (
@@ -25,7 +24,6 @@ from taskgen.stats import (
     Stratum,
     cohen_kappa,
     confusion_summary,
-    pooled_agreement,
     sample_estimate,
 )
 
@@ -332,66 +330,6 @@ def validate_sample_estimate(*, runs: Iterable[Run], config: JudgeConfig, sample
         n_s=Count("id", filter=yes), l_s=Count("id", filter=yes & labelled), t_s=Count("id", filter=yes & true),
         n_f=Count("id", filter=no), l_f=Count("id", filter=no & labelled), t_f=Count("id", filter=no & true))
     return _sample_from(cells, target_half_width)
-
-
-# ── agreement between humans ─────────────────────────────────────────────────
-
-
-
-def _pair_summary(c: Confusion) -> dict:
-    return {"episodes": c.n, "agree": c.tp + c.tn, "agreement": round((c.tp + c.tn) / max(1, c.n), 3),
-            "kappa": cohen_kappa(c), "cells": [c.tp, c.fp, c.fn, c.tn]}
-
-
-def reviewer_agreement(*, runs: Iterable[Run]) -> list[dict]:
-    """Cohen's kappa for each pair of reviewers on the episodes both labelled SUCCESS or NOT SUCCESS."""
-    pairs = (Label.objects.filter(episode__run_id__in=_run_ids(runs), verdict__in=_DECIDED,
-                                  episode__labels__verdict__in=_DECIDED,
-                                  episode__labels__reviewer_id__gt=F("reviewer_id"))
-             .values("reviewer__username", "episode__labels__reviewer__username")
-             .annotate(tp=Count("id", filter=Q(verdict=LabelVerdict.SUCCESS,
-                                               episode__labels__verdict=LabelVerdict.SUCCESS)),
-                       fp=Count("id", filter=Q(verdict=LabelVerdict.NOT_SUCCESS,
-                                               episode__labels__verdict=LabelVerdict.SUCCESS)),
-                       fn=Count("id", filter=Q(verdict=LabelVerdict.SUCCESS,
-                                               episode__labels__verdict=LabelVerdict.NOT_SUCCESS)),
-                       tn=Count("id", filter=Q(verdict=LabelVerdict.NOT_SUCCESS,
-                                               episode__labels__verdict=LabelVerdict.NOT_SUCCESS)))
-             .order_by("reviewer__username", "episode__labels__reviewer__username"))
-    return [{"a": r["reviewer__username"], "b": r["episode__labels__reviewer__username"],
-             **_pair_summary(Confusion(r["tp"], r["fp"], r["fn"], r["tn"]))} for r in pairs]
-
-
-def label_pairs(*, runs: Iterable[Run]) -> list[tuple[str, str]]:
-    """Every pair of labels two reviewers gave the same episode of the runs, as (earlier label, later label)."""
-    by_episode: dict[int, list[str]] = defaultdict(list)
-    labels = (Label.objects.filter(episode__run_id__in=_run_ids(runs)).order_by("episode_id", "created_at", "id")
-              .values_list("episode_id", "verdict"))
-    for episode_id, verdict in labels:
-        by_episode[episode_id].append(verdict)
-    return [pair for verdicts in by_episode.values() for pair in combinations(verdicts, 2)]
-
-
-def human_agreement(*, runs: Iterable[Run]) -> dict:
-    """The pooled agreement between humans over every episode labelled twice (or more): with UNSURE as a third
-    category, and without it (only pairs where both said SUCCESS or NOT SUCCESS). Needs no judge."""
-    pairs = label_pairs(runs=runs)
-    decided = [(a, b) for a, b in pairs if a in _DECIDED and b in _DECIDED]
-    return {"with_unsure": pooled_agreement(pairs), "without_unsure": pooled_agreement(decided)}
-
-
-def judge_reviewer_agreement(*, runs: Iterable[Run], config: JudgeConfig) -> list[dict]:
-    """The judge config against each reviewer, on the episodes the reviewer decided and the judge gave a verdict."""
-    judged = FilteredRelation("episode__judgments", condition=Q(episode__judgments__config=config))
-    rows = (Label.objects.filter(episode__run_id__in=_run_ids(runs), verdict__in=_DECIDED)
-            .annotate(judged=judged).filter(judged__verdict__in=_VERDICTS)
-            .values("reviewer__username", "verdict", "judged__verdict").annotate(n=Count("id")).order_by())
-    cells: dict[str, Confusion] = defaultdict(Confusion)
-    for row in rows:  # grouped per (reviewer, label, verdict): the judge's verdict is read once per label
-        human, judge, n = row["verdict"] == LabelVerdict.SUCCESS, row["judged__verdict"] == SUCCESS, row["n"]
-        cells[row["reviewer__username"]] += Confusion(tp=n * (human and judge), fp=n * (not human and judge),
-                                                      fn=n * (human and not judge), tn=n * (not human and not judge))
-    return [{"reviewer": name, **_pair_summary(c)} for name, c in sorted(cells.items()) if c.n]
 
 
 def default_config(*, runs: Iterable[Run]) -> JudgeConfig | None:
