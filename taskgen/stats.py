@@ -70,28 +70,60 @@ def _rounded(value: float, digits: int) -> float:
     return round(value, digits) + 0.0
 
 
-def pooled_agreement(pairs: list[tuple[str, str]], *, z: float = Z95) -> dict:
-    """Agreement and Cohen's kappa over pooled pairs of labels (first label, second label) in any number of
-    categories, as papers report inter-annotator agreement: one figure over every episode labelled twice.
+KAPPA_POOLED = "Fleiss' kappa (Scott's pi for two labels an episode)"
 
-    The agreement's interval is Wilson's; kappa's is the large-sample normal interval with Cohen's (1960) standard
-    error, sqrt(p_o (1 - p_o) / n) / (1 - p_e). Kappa is None when chance agreement is total (one category only).
+
+def pooled_agreement(pairs: list[tuple[str, str]], *, units: list[int] | None = None, z: float = Z95) -> dict:
+    """Agreement and a chance-corrected kappa over pooled pairs of labels in any number of categories, as papers
+    report inter-annotator agreement: one figure over every episode labelled twice (three labels make three pairs).
+
+    Both are order-free: a pair is its two labels, whichever was given first. The kappa is Fleiss' (1971), each pair
+    a subject rated twice (statsmodels' `fleiss_kappa`); with two labels an episode it is Scott's (1955) pi, whose
+    chance agreement comes from the pooled share of each category. Cohen's kappa would give each "rater" its own
+    shares, but pooled pairs have no fixed first and second rater, so Cohen's changes with which label counts as
+    which. The agreement's interval is Wilson's; kappa's is normal with the jackknife's standard error, leaving out
+    one unit at a time (`units[i]`, the episode of pair i: its pairs go out together). Kappa is None when chance
+    agreement is total (one category only).
     """
     n = len(pairs)
     categories = sorted({c for pair in pairs for c in pair})
-    out = {"pairs": n, "agree": sum(a == b for a, b in pairs), "categories": categories,
+    out = {"pairs": n, "agree": sum(a == b for a, b in pairs), "categories": categories, "statistic": KAPPA_POOLED,
            "agreement": None, "agreement_ci": None, "kappa": None, "kappa_ci": None}
     if not n:
         return out
-    observed = out["agree"] / n
-    expected = sum((sum(a == c for a, _ in pairs) / n) * (sum(b == c for _, b in pairs) / n) for c in categories)
-    out.update(agreement=_rounded(observed, 3), agreement_ci=wilson_interval(out["agree"], n, z=z))
-    if expected < 1:
-        kappa = (observed - expected) / (1 - expected)
-        se = math.sqrt(observed * (1 - observed) / n) / (1 - expected)
-        out.update(kappa=_rounded(kappa, 3),
-                   kappa_ci=(_rounded(max(-1.0, kappa - z * se), 3), _rounded(min(1.0, kappa + z * se), 3)))
+    out.update(agreement=_rounded(out["agree"] / n, 3), agreement_ci=wilson_interval(out["agree"], n, z=z))
+    if len(categories) < 2:
+        return out
+    import numpy as np  # numpy and statsmodels load only when a kappa is computed, not with every page
+    from statsmodels.stats.inter_rater import fleiss_kappa
+
+    table = np.array([[pair.count(c) for c in categories] for pair in pairs], dtype=float)
+    kappa = float(fleiss_kappa(table, method="fleiss"))
+    out.update(kappa=_rounded(kappa, 3),
+               kappa_ci=_kappa_jackknife_interval(table, list(range(n)) if units is None else units, kappa, z))
     return out
+
+
+def _kappa_jackknife_interval(table, units: list[int], kappa: float, z: float) -> tuple | None:
+    """kappa -/+ z times the jackknife standard error over units (None with fewer than two units, or when leaving
+    one out leaves a single category)."""
+    import numpy as np
+
+    groups = np.unique(np.asarray(units), return_inverse=True)[1]
+    m = int(groups.max()) + 1
+    if m < 2:
+        return None
+    agree = (table.max(axis=1) == 2).astype(float)
+    counts = np.zeros((m, table.shape[1]))
+    np.add.at(counts, groups, table)
+    rest_pairs = len(table) - np.bincount(groups, minlength=m)
+    rest_observed = (agree.sum() - np.bincount(groups, weights=agree, minlength=m)) / rest_pairs
+    rest_expected = (((table.sum(axis=0) - counts) / (2 * rest_pairs)[:, None]) ** 2).sum(axis=1)
+    if (rest_expected >= 1).any():
+        return None
+    left_out = (rest_observed - rest_expected) / (1 - rest_expected)
+    se = math.sqrt((m - 1) / m * float(((left_out - left_out.mean()) ** 2).sum()))
+    return (_rounded(max(-1.0, kappa - z * se), 3), _rounded(min(1.0, kappa + z * se), 3))
 
 
 def wilson_interval(successes: int, n: int, *, population: int | None = None, z: float = Z95) -> tuple | None:

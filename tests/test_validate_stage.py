@@ -194,3 +194,21 @@ def test_human_agreement_is_pooled_over_every_episode_labelled_twice_with_and_wi
     assert (human["with_unsure"]["pairs"], human["with_unsure"]["agree"]) == (7, 4)  # 4 episodes + 3 pairs of one
     assert (human["without_unsure"]["pairs"], human["without_unsure"]["agree"]) == (5, 3)
     assert human["with_unsure"]["categories"] == ["NOT SUCCESS", "SUCCESS", "UNSURE"]
+
+
+def test_the_pooled_human_kappa_is_the_same_whoever_labelled_first():
+    """Issue 22, seen 4: the same labels given in another order (who labelled each episode first) give the same
+    pooled figure; with Cohen's kappa, whose rater A was the earlier label, they did not."""
+    site = SiteFactory(slug="shop")
+    ann, bob = UserFactory(username="ann"), UserFactory(username="bob")
+    verdicts = [("SUCCESS", "SUCCESS")] * 5 + [("NOT SUCCESS", "NOT SUCCESS")] * 2 + [("SUCCESS", "NOT SUCCESS")] * 3
+    figures = []
+    for name, ann_first in (("ann-first", [True] * 10), ("mixed", [True] * 8 + [False] * 2)):
+        run = RunFactory(name=name)
+        for (a, b), ann_goes_first in zip(verdicts, ann_first, strict=True):
+            episode = make_episode(run=run, site=site)
+            for reviewer, verdict in ((ann, a), (bob, b)) if ann_goes_first else ((bob, b), (ann, a)):
+                label(episode, reviewer, verdict)
+        figures.append(human_agreement(runs=[run]))
+    assert figures[0] == figures[1]
+    assert figures[0]["without_unsure"]["kappa"] == 0.341  # Scott's pi: shares S 13/20, N 7/20; (0.7-0.545)/0.455

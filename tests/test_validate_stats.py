@@ -111,28 +111,81 @@ def _pairs(counts: dict[tuple[str, str], int]) -> list[tuple[str, str]]:
     return [pair for pair, n in counts.items() for _ in range(n)]
 
 
-def test_pooled_agreement_of_two_categories_is_cohens_kappa():
-    # Wikipedia's worked example (20 yes-yes, 5 yes-no, 10 no-yes, 15 no-no): agreement 0.7, kappa 0.4
-    pairs = _pairs({("Y", "Y"): 20, ("Y", "N"): 5, ("N", "Y"): 10, ("N", "N"): 15})
-    pooled = pooled_agreement(pairs)
-    assert (pooled["pairs"], pooled["agree"], pooled["agreement"], pooled["kappa"]) == (50, 35, 0.7, 0.4)
+def _scotts_pi(counts: dict[tuple[str, str], int]) -> float:
+    """Scott's pi by its definition, written out here apart from the app: observed agreement, and chance agreement
+    from each category's share of all the labels (both labels of every pair pooled)."""
+    n = sum(counts.values())
+    observed = sum(v for (a, b), v in counts.items() if a == b) / n
+    shares: dict[str, float] = {}
+    for (a, b), v in counts.items():
+        shares[a] = shares.get(a, 0) + v / (2 * n)
+        shares[b] = shares.get(b, 0) + v / (2 * n)
+    expected = sum(share * share for share in shares.values())
+    return (observed - expected) / (1 - expected)
+
+
+def test_pooled_kappa_of_two_categories_is_scotts_pi_checked_by_hand():
+    # Wikipedia's Cohen example (20 yes-yes, 5 yes-no, 10 no-yes, 15 no-no): agreement 0.7; the pooled share of yes
+    # is (2*20 + 5 + 10) / 100 = 0.55, chance agreement 0.55^2 + 0.45^2 = 0.505, pi = 0.195 / 0.495 = 0.3939...
+    counts = {("Y", "Y"): 20, ("Y", "N"): 5, ("N", "Y"): 10, ("N", "N"): 15}
+    pooled = pooled_agreement(_pairs(counts))
+    assert (pooled["pairs"], pooled["agree"], pooled["agreement"], pooled["kappa"]) == (50, 35, 0.7, 0.394)
+    assert pooled["kappa"] == round(_scotts_pi(counts), 3) and pooled["statistic"].startswith("Fleiss' kappa")
     low, high = pooled["agreement_ci"]
     assert low < 0.7 < high
     k_low, k_high = pooled["kappa_ci"]
-    # Cohen's standard error: sqrt(0.7 * 0.3 / 50) / (1 - 0.5) = 0.1296; 95%: 0.4 -/+ 0.254
-    assert (k_low, k_high) == (0.146, 0.654)
+    assert k_low < 0.394 < k_high
+
+
+def test_pooled_kappa_does_not_depend_on_which_label_counts_first():
+    """Issue 22: on AgentRewardBench the pooled Cohen's kappa moved 0.741 -> 0.745 with labelling order."""
+    counts = {("S", "S"): 40, ("N", "N"): 30, ("U", "U"): 4, ("S", "N"): 9, ("N", "S"): 2, ("S", "U"): 3,
+              ("U", "N"): 2}
+    pairs = _pairs(counts)
+    first = pooled_agreement(pairs, units=list(range(len(pairs))))
+    rng = random.Random(22)
+    cohen_seen = set()
+    for _ in range(20):
+        order = list(range(len(pairs)))
+        rng.shuffle(order)
+        flipped = [pairs[i] if rng.random() < 0.5 else pairs[i][::-1] for i in order]
+        assert pooled_agreement(flipped, units=order) == first
+        yes = [(a == "S", b == "S") for a, b in flipped if "U" not in (a, b)]
+        cohen_seen.add(cohen_kappa(Confusion(tp=yes.count((True, True)), fp=yes.count((False, True)),
+                                             fn=yes.count((True, False)), tn=yes.count((False, False)))))
+    assert len(cohen_seen) > 1  # the same pairs in another order do move Cohen's kappa: the test can fail
 
 
 def test_pooled_agreement_counts_a_third_category():
     counts = {("S", "S"): 40, ("N", "N"): 45, ("U", "U"): 5, ("S", "N"): 4, ("N", "S"): 3, ("S", "U"): 2,
               ("U", "N"): 1}
     pooled = pooled_agreement(_pairs(counts))
-    n = 100
-    first = {c: sum(v for (a, _), v in counts.items() if a == c) / n for c in "SNU"}
-    second = {c: sum(v for (_, b), v in counts.items() if b == c) / n for c in "SNU"}
-    expected = sum(first[c] * second[c] for c in "SNU")
     assert pooled["categories"] == ["N", "S", "U"] and pooled["agreement"] == 0.9
-    assert pooled["kappa"] == round((0.9 - expected) / (1 - expected), 3)
+    # shares S 89/200, N 98/200, U 13/200: chance 0.44235, pi = (0.9 - 0.44235) / 0.55765 = 0.8207
+    assert pooled["kappa"] == round(_scotts_pi(counts), 3) == 0.821
+
+
+def test_the_kappa_interval_is_the_jackknife_over_episodes():
+    """The interval's standard error against a leave-one-episode-out loop written here with statsmodels' own
+    fleiss_kappa; an episode labelled three times leaves with its three pairs."""
+    import numpy as np
+    from statsmodels.stats.inter_rater import fleiss_kappa
+
+    pairs = _pairs({("S", "S"): 6, ("N", "N"): 4, ("S", "N"): 2, ("N", "S"): 1})
+    units = list(range(len(pairs)))
+    pairs += [("S", "S"), ("S", "N"), ("S", "N")]  # episode 99: labelled S, S, N by three reviewers
+    units += [99, 99, 99]
+    pooled = pooled_agreement(pairs, units=units)
+
+    def kappa(of: list[tuple[str, str]]) -> float:
+        return fleiss_kappa(np.array([[p.count("N"), p.count("S")] for p in of]))
+
+    whole = kappa(pairs)
+    left_out = [kappa([p for p, u in zip(pairs, units, strict=True) if u != unit]) for unit in sorted(set(units))]
+    m = len(left_out)
+    se = (sum((k - sum(left_out) / m) ** 2 for k in left_out) * (m - 1) / m) ** 0.5
+    assert pooled["kappa"] == round(whole, 3)
+    assert pooled["kappa_ci"] == (round(whole - 1.959963984540054 * se, 3), round(whole + 1.959963984540054 * se, 3))
 
 
 def test_pooled_agreement_without_pairs_or_with_one_category_has_no_kappa():

@@ -47,22 +47,27 @@ def reviewer_agreement(*, runs: Iterable[Run]) -> list[dict]:
              **_pair_summary(Confusion(r["tp"], r["fp"], r["fn"], r["tn"]))} for r in pairs]
 
 
-def label_pairs(*, runs: Iterable[Run]) -> list[tuple[str, str]]:
-    """Every pair of labels two reviewers gave the same episode of the runs, as (earlier label, later label)."""
+def label_pairs(*, runs: Iterable[Run]) -> list[tuple[int, str, str]]:
+    """Every pair of labels two reviewers gave the same episode of the runs: (episode id, one label, the other)."""
     by_episode: dict[int, list[str]] = defaultdict(list)
     labels = (Label.objects.filter(episode__run_id__in=_run_ids(runs)).order_by("episode_id", "created_at", "id")
               .values_list("episode_id", "verdict"))
     for episode_id, verdict in labels:
         by_episode[episode_id].append(verdict)
-    return [pair for verdicts in by_episode.values() for pair in combinations(verdicts, 2)]
+    return [(episode_id, *pair) for episode_id, verdicts in by_episode.items() for pair in combinations(verdicts, 2)]
+
+
+def _pooled(triples: list[tuple[int, str, str]]) -> dict:
+    return pooled_agreement([(a, b) for _, a, b in triples], units=[episode for episode, _, _ in triples])
 
 
 def human_agreement(*, runs: Iterable[Run]) -> dict:
     """The pooled agreement between humans over every episode labelled twice (or more): with UNSURE as a third
-    category, and without it (only pairs where both said SUCCESS or NOT SUCCESS). Needs no judge."""
-    pairs = label_pairs(runs=runs)
-    decided = [(a, b) for a, b in pairs if a in _DECIDED and b in _DECIDED]
-    return {"with_unsure": pooled_agreement(pairs), "without_unsure": pooled_agreement(decided)}
+    category, and without it (only pairs where both said SUCCESS or NOT SUCCESS). Needs no judge; order-free
+    (Fleiss' kappa: `taskgen.stats.pooled_agreement`)."""
+    triples = label_pairs(runs=runs)
+    decided = [(e, a, b) for e, a, b in triples if a in _DECIDED and b in _DECIDED]
+    return {"with_unsure": _pooled(triples), "without_unsure": _pooled(decided)}
 
 
 def judge_reviewer_agreement(*, runs: Iterable[Run], config: JudgeConfig) -> list[dict]:
