@@ -14,6 +14,7 @@ urlpatterns = [
     path("exports/", exports.export_list, name="export_list"),
     path("exports/labels.jsonl", exports.labels_download, name="labels_download"),
     path("exports/labels/restore/", exports.labels_upload, name="labels_upload"),
+    path("exports/labels/restore/<int:pk>/refused.txt", exports.labels_restore_refused, name="labels_restore_refused"),
     path("exports/<int:pk>/", exports.export_detail, name="export_detail"),
     path("exports/<int:pk>/manifest.json", exports.export_manifest, name="export_manifest"),
     path("exports/<int:pk>/download.tar.gz", exports.export_download, name="export_download"),

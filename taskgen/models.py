@@ -407,6 +407,7 @@ class PipelineRun(models.Model):
         JUDGE = "judge", "judge"
         VALIDATE = "validate", "validate"
         EXPORT = "export", "export rows"
+        LABELS = "labels", "restore labels"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "queued"
@@ -568,3 +569,33 @@ class JudgeBatchRequest(models.Model):
 
     def __str__(self) -> str:
         return f"episode {self.episode_id} in {self.job_id}"
+
+
+class LabelRestoreLine(models.Model):
+    """One line of a labels backup being restored (the `labels` stage): what its check made of it, and once written,
+    what became of it. The check of every line comes before any write, so a restore can write nothing when a line
+    is refused (all or nothing); the outcome is set in the transaction that writes the line, so a restore resumed
+    after a lost worker writes each line once. Lines written are dropped when the restore ends with every unit
+    done; refused lines stay, with why, for the run's page and the command line."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "", "not written yet"
+        ADDED = "added", "added"
+        UNCHANGED = "unchanged", "already there"
+        REFUSED = "refused", "refused"
+
+    pipeline_run = models.ForeignKey(PipelineRun, on_delete=models.CASCADE, related_name="label_restore_lines")
+    line = models.PositiveIntegerField()
+    kind = models.CharField(max_length=20, blank=True)
+    episode_id = models.BigIntegerField(null=True, blank=True)
+    bucket = models.PositiveIntegerField(null=True, blank=True, help_text="the write unit that writes it")
+    row = models.JSONField(default=dict, blank=True, help_text="the checked values to write")
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.PENDING, blank=True)
+    refusal = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["pipeline_run", "line"], name="label_restore_line_once")]
+        indexes = [models.Index(fields=["pipeline_run", "bucket"])]
+
+    def __str__(self) -> str:
+        return f"{self.pipeline_run_id}:{self.line}:{self.kind}:{self.outcome or 'pending'}"

@@ -11,12 +11,13 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from review.labels_backup import labels_export_lines, labels_import
+from review.labels_backup import labels_export_lines
 from review.models import FinalLabel, FinalLabelChange, Label, LabelChange
 from review.services import final_label_adjudicate, label_set
-from taskgen.models import Episode, Run, Task
+from taskgen.models import Episode, PipelineRun, Run, Task
 from taskgen.stages.import_.service import import_run_dir
 from tests.factories import UserFactory
+from tests.labels_restore import RESTORED, restore, work_here
 from tests.rundirs import build_run
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +68,7 @@ def test_export_then_fresh_database_then_import_gives_the_same_labels_and_histor
 
     _wipe_database()
     import_run_dir(run_dir=run_dir, name="lab-run")
-    report = labels_import(lines=before)
+    report = restore(before)
 
     assert report.ok and report.added == {"label": 4, "label_change": 5, "final_label": 3, "final_label_change": 6}
     assert sorted(_backup()) == sorted(before)  # same labels, same history, same final labels, same times
@@ -79,7 +80,7 @@ def test_a_second_import_changes_nothing(tmp_path):
     _labelled_run(tmp_path)
     backup = _backup()
     counts = _counts()
-    report = labels_import(lines=backup)
+    report = restore(backup)
     assert report.ok and set(report.added.values()) == {0}
     assert report.unchanged == {"label": 4, "label_change": 5, "final_label": 3, "final_label_change": 6}
     assert _counts() == counts and sorted(_backup()) == sorted(backup)
@@ -92,7 +93,7 @@ def test_rows_whose_episode_or_reviewer_is_missing_are_refused_with_a_list(tmp_p
     import_run_dir(run_dir=run_dir, name="lab-run")
     Episode.objects.filter(task__task_id="shop-c").delete()
     get_user_model().objects.filter(username="bob").delete()
-    report = labels_import(lines=[*backup, "not json\n"])
+    report = restore([*backup, "not json\n"])
     assert not report.ok
     text = "\n".join(report.refused)
     assert "no episode 'shop-c' of run 'lab-run'" in text and "no user 'bob'" in text and "not JSON" in text
@@ -104,8 +105,9 @@ def test_a_label_that_differs_is_never_overwritten(tmp_path):
     backup = _backup()
     label = Label.objects.get(episode__task__task_id="shop-c")
     label_set(episode=label.episode, reviewer=label.reviewer, verdict="NOT SUCCESS")
-    report = labels_import(lines=backup)
-    assert any("different label (kept, not overwritten)" in r for r in report.refused)
+    report = restore(backup)
+    assert any("different label of this episode by this reviewer (kept, not overwritten)" in r
+               for r in report.refused)
     assert Label.objects.get(pk=label.pk).verdict == "NOT SUCCESS"
 
 
@@ -117,6 +119,7 @@ def test_the_command_exports_and_imports(tmp_path):
     stdout = io.StringIO()
     call_command("taskgen", "labels", "import", str(out), stdout=stdout, stderr=io.StringIO())
     assert "label: 0 added, 4 already there" in stdout.getvalue() and "refused: 0" in stdout.getvalue()
+    assert RESTORED in stdout.getvalue()
 
 
 def test_admins_download_and_restore_labels_from_the_exports_page(tmp_path, admin_client_role):
@@ -128,9 +131,12 @@ def test_admins_download_and_restore_labels_from_the_exports_page(tmp_path, admi
     assert response.status_code == 200 and response["Content-Disposition"].endswith('.jsonl"')
     upload = io.BytesIO(body)
     upload.name = "labels.jsonl"
-    response = admin_client_role.post(reverse("review:labels_upload"), {"file": upload}, follow=True)
-    text = response.content.decode()
-    assert "Labels restored from labels.jsonl" in text and "refused: 0" in text
+    response = admin_client_role.post(reverse("review:labels_upload"), {"file": upload})
+    pipeline_run = PipelineRun.objects.get(stage="labels")
+    assert response.status_code == 302 and response["Location"] == pipeline_run.get_absolute_url()
+    work_here(pipeline_run)
+    text = admin_client_role.get(pipeline_run.get_absolute_url()).content.decode()
+    assert "Restore labels" in text and "already there" in text and "No errors." in text
 
 
 def test_only_admins_may_download_or_restore_labels(reviewer_client, client):
@@ -138,6 +144,8 @@ def test_only_admins_may_download_or_restore_labels(reviewer_client, client):
     assert reviewer_client.get(download).status_code == 403 and reviewer_client.post(upload).status_code == 403
     assert client.get(download).status_code == 302 and client.post(upload).status_code == 302  # to the login page
     assert "Labels backup" not in reviewer_client.get(reverse("review:export_list")).content.decode()
+    refused = reverse("review:labels_restore_refused", args=[1])
+    assert reviewer_client.get(refused).status_code == 403 and client.get(refused).status_code == 302
 
 
 def test_a_restore_needs_the_csrf_token(admin_client_role):

@@ -1,8 +1,6 @@
 """Export history: every export with who, when, parameters and counts; its manifest; its rows as a .tar.gz."""
 from __future__ import annotations
 
-import io
-
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -11,10 +9,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from review import selectors
-from review.labels_backup import labels_export_lines, labels_import
+from review.labels_backup import labels_export_lines
 from review.roles import Role, require_role
+from taskgen.engine.registry import labels_restore_begin
+from taskgen.models import PipelineRun
 from taskgen.stages.export.output import export_missing_files, export_stream_targz
 from taskgen.stages.export.select import manifest_bytes
+from taskgen.stages.labels.work import labels_restore_refusals
 
 
 @require_GET
@@ -68,20 +69,23 @@ def labels_download(request: HttpRequest) -> HttpResponse:
 @require_POST
 @require_role(Role.ADMIN)
 def labels_upload(request: HttpRequest) -> HttpResponse:
-    """Restore a labels backup (idempotent); what was refused is listed on the Exports page."""
+    """Store a labels backup and restore it on the engine (the request only stores the file); the run's page shows
+    its progress, its counts and every line it refused."""
     upload = request.FILES.get("file")
     if upload is None:
         messages.error(request, "Choose a labels file (.jsonl) written by a labels export.")
         return redirect("review:export_list")
-    try:
-        report = labels_import(lines=io.TextIOWrapper(upload.file, encoding="utf-8"))
-    except UnicodeDecodeError:
-        messages.error(request, f"{upload.name} is not UTF-8 text: nothing was restored.")
-        return redirect("review:export_list")
-    level = messages.SUCCESS if report.ok else messages.WARNING
-    messages.add_message(request, level, f"Labels restored from {upload.name}: {report.summary()}.")
-    for reason in report.refused[:20]:
-        messages.warning(request, f"Refused: {reason}")
-    if len(report.refused) > 20:
-        messages.warning(request, f"... and {len(report.refused) - 20} more refused rows (the command line lists all).")
-    return redirect("review:export_list")
+    pipeline_run = labels_restore_begin(source=upload.file, name=upload.name,
+                                        all_or_nothing=request.POST.get("all_or_nothing") == "on", user=request.user)
+    messages.success(request, f"Restoring labels from {upload.name}: every line is checked before any is written.")
+    return redirect(pipeline_run)
+
+
+@require_GET
+@require_role(Role.ADMIN)
+def labels_restore_refused(request: HttpRequest, pk: int) -> HttpResponse:
+    """Every line a labels restore refused, with its number and why, as plain text."""
+    pipeline_run = get_object_or_404(PipelineRun, pk=pk, stage=PipelineRun.Stage.LABELS)
+    lines = labels_restore_refusals(pipeline_run)
+    return HttpResponse("".join(f"{line}\n" for line in lines) or "No line was refused.\n",
+                        content_type="text/plain; charset=utf-8")

@@ -1,11 +1,17 @@
-"""`taskgen labels export --out FILE` and `taskgen labels import FILE`: every label, its history and the final
-labels as JSON lines keyed by run name, task id and reviewer (review/labels_backup.py)."""
+"""`taskgen labels export --out FILE` and `taskgen labels import FILE [--all-or-nothing]`: every label, its history
+and the final labels as JSON lines keyed by run name, task id and reviewer (review/labels_backup.py). An import is a
+run of the `labels` stage on the engine (taskgen/stages/labels/), worked here: every line is checked first, then
+the good ones are written and every refused line is printed with its number (or, with --all-or-nothing, nothing is
+written when any line is refused)."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from review.labels_backup import labels_export_lines, labels_import
+from review.labels_backup import labels_export_lines
+from taskgen.engine.registry import labels_restore_begin
+from taskgen.engine.wait import run_wait, wait_report
+from taskgen.stages.labels.work import LABELS_RESTORE_WORK, labels_restore_refusals
 
 NAME = "labels"
 HELP = "Back up every label, its history and the final labels (export), or restore them (import)."
@@ -17,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--out", required=True, help="the file to write ('-' for standard output)")
     restore = actions.add_parser("import", help="restore a backup after the runs are imported again (idempotent)")
     restore.add_argument("file", help="a file written by `taskgen labels export`")
+    restore.add_argument("--all-or-nothing", action="store_true",
+                         help="write nothing when any line is refused (default: write every good line)")
 
 
 def _export(out: str, stdout) -> int:
@@ -33,20 +41,34 @@ def _export(out: str, stdout) -> int:
     return 0
 
 
-def _import(file: str, stdout, stderr) -> int:
+def summary_line(result: dict) -> str:
+    """The restore's counts as one line: `label: 4 added, 0 already there, ...; refused: 2; written: ...`."""
+    counts = ", ".join(f"{kind}: {n} added, {result['already_there'][kind]} already there"
+                       for kind, n in result["added"].items())
+    return f"{counts}; refused: {result['refused']}; written: {result['written']}"
+
+
+def _import(file: str, all_or_nothing: bool, stdout, stderr) -> int:
     try:
-        with Path(file).open(encoding="utf-8") as handle:
-            report = labels_import(lines=handle)
-    except (OSError, UnicodeDecodeError) as exc:
+        with Path(file).open("rb") as handle:
+            pipeline_run = labels_restore_begin(source=handle, name=Path(file).name, all_or_nothing=all_or_nothing,
+                                                user=None)
+    except OSError as exc:
         stderr.write(f"cannot read {file}: {exc}")
         return 2
-    stdout.write(report.summary())
-    for reason in report.refused:
+    waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=1,
+                      stall_seconds=LABELS_RESTORE_WORK.unit_seconds)
+    if wait_report(waited=waited, stream=stderr):
+        stderr.write(f"the restore did not finish; resume it with: taskgen resume {pipeline_run.pk} --workers 1")
+        return 1
+    stdout.write(summary_line(waited.pipeline_run.result))
+    refusals = labels_restore_refusals(waited.pipeline_run)
+    for reason in refusals:
         stderr.write(f"  refused: {reason}")
-    return 0 if report.ok else 1
+    return 1 if refusals else 0
 
 
 def run(options: dict, stdout, stderr) -> int:
     if options["labels_action"] == "export":
         return _export(options["out"], stdout)
-    return _import(options["file"], stdout, stderr)
+    return _import(options["file"], options["all_or_nothing"], stdout, stderr)

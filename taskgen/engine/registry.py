@@ -7,17 +7,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import BinaryIO
 
 from django.db import transaction
 
 from taskgen.engine.control import ResumeError, run_cancel, run_resume, run_start
 from taskgen.models import PipelineRun
+from taskgen.stages.labels.work import labels_restore_file_store
 from taskgen.stages.paths import existing_dir_under_data_root, existing_file_under_data_root
 from taskgen.stages.propose.tasks_file import reviewed_tasks_file_write
 
 log = logging.getLogger(__name__)
 Stage = PipelineRun.Stage
-__all__ = ["ResumeError", "StageUnavailable", "pipeline_run_cancel", "pipeline_run_resume", "stage_start"]
+__all__ = ["ResumeError", "StageUnavailable", "labels_restore_begin", "pipeline_run_cancel", "pipeline_run_resume",
+           "stage_start"]
 
 
 class StageUnavailable(RuntimeError):
@@ -73,6 +76,14 @@ def validate_begin(*, params: dict, user) -> PipelineRun:
 
 def export_begin(*, params: dict, user) -> PipelineRun:
     return _engine_start(Stage.EXPORT, params, user)
+
+
+def labels_restore_begin(*, source: BinaryIO, name: str, all_or_nothing: bool, user) -> PipelineRun:
+    """Restore a labels backup: the file is stored (nothing else is done in the caller's request) and the restore
+    runs on the engine, checking every line before it writes any."""
+    sha, lines = labels_restore_file_store(source=source)
+    params = {"file_sha256": sha, "name": name, "lines": lines, "all_or_nothing": all_or_nothing}
+    return _engine_start(Stage.LABELS, params, user)
 
 
 STARTS: dict[str, Callable[..., PipelineRun]] = {

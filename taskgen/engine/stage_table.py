@@ -8,11 +8,13 @@ from taskgen.stages.contract import StageWork
 from taskgen.stages.export.work import EXPORT_WORK
 from taskgen.stages.import_.work import IMPORT_WORK
 from taskgen.stages.judge.work import JUDGE_WORK
+from taskgen.stages.labels.work import LABELS_RESTORE_WORK
 from taskgen.stages.propose.work import PROPOSE_WORK
 from taskgen.stages.validate.work import VALIDATE_WORK
 
 ENGINE_STAGES: dict[str, StageWork] = {
-    work.name: work for work in (IMPORT_WORK, PROPOSE_WORK, ATTEMPT_WORK, JUDGE_WORK, VALIDATE_WORK, EXPORT_WORK)}
+    work.name: work for work in (IMPORT_WORK, PROPOSE_WORK, ATTEMPT_WORK, JUDGE_WORK, VALIDATE_WORK, EXPORT_WORK,
+                                 LABELS_RESTORE_WORK)}
 
 
 class UnknownStage(LookupError):
