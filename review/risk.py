@@ -28,7 +28,7 @@ from django.db.models import (
 from django.db.models.lookups import GreaterThan
 
 from review.episode_filters import Facts, judge_disagrees_with_verifier
-from taskgen.models import Episode, Judgment
+from taskgen.models import Episode, Judgment, VerifierResult
 
 YES, NO = Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS
 RISKS = (
@@ -39,6 +39,8 @@ RISKS = (
     ("verifier_disagrees", 3, "the verifier says otherwise"),
 )
 TIERS = 4  # 0..3 as above; the rest come last
+RISK_NAMES = tuple(name for name, _, _ in RISKS)
+RISK_WORDS = {name: text for name, _, text in RISKS} | {"rest": "none of these risks"}
 
 
 class StoredSize(Func):
@@ -100,19 +102,23 @@ def risk_reasons(episode_ids: list[int], config_id: int | None) -> dict[int, lis
     judged = judged.filter(config_id=config_id) if config_id else judged
     most = judged.order_by("-unsupported_citations").values("unsupported_citations")[:1]
     rows = Episode.objects.filter(pk__in=episode_ids).annotate(
-        n_unsupported=Subquery(most, output_field=IntegerField()), **flags).values("pk", "n_unsupported", *flags)
-    out = {}
-    for row in rows:
-        reasons = [text for name, _, text in RISKS if row[name]]
-        if row["unsupported"] and row["n_unsupported"]:
-            n = row["n_unsupported"]
-            reasons[reasons.index(RISKS[1][2])] = f"{RISKS[1][2]} ({n} citation{'s' if n != 1 else ''})"
-        out[row["pk"]] = reasons
-    return out
+        n_unsupported=Subquery(most, output_field=IntegerField()), **flags).values(
+        "pk", "n_unsupported", "verifier_result__ok", "verifier_result__detail", *flags)
+    return {row["pk"]: _reasons_of(row) for row in rows}
 
 
-RISK_NAMES = tuple(name for name, _, _ in RISKS)
-RISK_WORDS = {name: text for name, _, text in RISKS} | {"rest": "none of these risks"}
+def _reasons_of(row: dict) -> list[str]:
+    """A row's risks in words, with how many citations are unsupported and which of the verifier's checks decided."""
+    words = dict(RISK_WORDS)
+    if row["unsupported"] and row["n_unsupported"]:
+        n = row["n_unsupported"]
+        words["unsupported"] = f"{words['unsupported']} ({n} citation{'s' if n != 1 else ''})"
+    why = VerifierResult.reason_of(row["verifier_result__ok"], row["verifier_result__detail"])
+    if why:
+        words["verifier_disagrees"] = f"{words['verifier_disagrees']}: it {why}"
+    return [words[name] for name, _, _ in RISKS if row[name]]
+
+
 STRATA = (*RISK_NAMES, "rest")  # a certificate's strata: each episode in the first risk it holds, in this order
 
 

@@ -111,7 +111,8 @@ def run_table_rows(episode_ids: list[int], config_id: int | None) -> list[Episod
                       judge_unsupported=F("cj__unsupported_citations"))
             .select_related("task", "site", "verifier_result", "final_label")
             .only("id", "run_id", "task_order", "status", "steps", "task_kind", "task__task_id", "task__instruction",
-                  "site__slug", "verifier_result__ok", "verifier_result__source", "final_label__verdict",
+                  "site__slug", "verifier_result__ok", "verifier_result__source", "verifier_result__detail",
+                  "final_label__verdict",
                   "final_label__adjudicated"))
     by_id = {row.pk: row for row in rows}
     return [by_id[pk] for pk in episode_ids if pk in by_id]

@@ -396,6 +396,36 @@ class VerifierResult(models.Model):
     def __str__(self) -> str:
         return f"{self.episode_id}:{'pass' if self.ok else 'fail'}"
 
+    @staticmethod
+    def reason_of(ok: bool | None, detail: dict | None) -> str:
+        """Which checks decided a verifier's result, in words: 'failed “A”, “B”' for a fail, 'passed its 3 checks'
+        for a pass; "" when the source names no check (a results.jsonl line is only pass or fail)."""
+        if ok is None:
+            return ""
+        checks = VerifierResult.checks_of(detail)
+        if ok:
+            return f"passed its {len(checks)} check{'s' if len(checks) != 1 else ''}" if checks else ""
+        failed = [check["part"] for check in checks if not check["ok"]]
+        if failed:
+            return "failed " + ", ".join(f"“{name}”" for name in failed)
+        error = (detail or {}).get("error") if isinstance(detail, dict) else None
+        return f"could not run: {error}" if error else ""
+
+    @staticmethod
+    def checks_of(detail: dict | None) -> list[dict]:
+        """The verifier's checks as [{part, ok}] (the sandbox verifier's parts), whatever shape the detail has."""
+        parts = detail.get("parts") if isinstance(detail, dict) else None
+        return [{"part": str(p.get("part", "")), "ok": bool(p.get("ok"))}
+                for p in (parts if isinstance(parts, list) else []) if isinstance(p, dict)]
+
+    @property
+    def reason(self) -> str:
+        return self.reason_of(self.ok, self.detail)
+
+    @property
+    def checks(self) -> list[dict]:
+        return self.checks_of(self.detail)
+
 
 class PipelineRun(models.Model):
     """One start of a pipeline stage (import, attempt, judge, validate, rows, propose), tracked in our own table."""

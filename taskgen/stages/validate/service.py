@@ -16,7 +16,7 @@ from django.db.models import Count, FilteredRelation, Q, QuerySet, Sum
 from django.urls import reverse
 
 from review.models import LabelVerdict
-from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site
+from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, VerifierResult
 from taskgen.stages.validate.summary import summary_available, summary_cells
 from taskgen.stats import (
     REFERENCE_KEYS,
@@ -202,12 +202,14 @@ def _report(tally: _Tally, *, runs: list[Run], config: JudgeConfig, against: str
 def _episode_list(queryset: QuerySet, condition: Q, limit: int | None) -> list[dict]:
     if limit == 0:
         return []
-    rows = queryset.filter(condition).values("id", "task__task_id", "task__instruction", "site__slug", "run__name")
+    rows = queryset.filter(condition).values("id", "task__task_id", "task__instruction", "site__slug", "run__name",
+                                             "verifier_result__ok", "verifier_result__detail")
     rows = rows.order_by("run_id", "task_order", "id")
     rows = rows[:limit] if limit is not None else rows
     # Episode.get_absolute_url's URL, reversed without building a model instance per row
     return [{"episode_id": r["id"], "task_id": r["task__task_id"], "site": r["site__slug"], "run": r["run__name"],
-             "instruction": r["task__instruction"], "url": reverse("review:episode_detail", args=[r["id"]])}
+             "instruction": r["task__instruction"], "url": reverse("review:episode_detail", args=[r["id"]]),
+             "verifier": VerifierResult.reason_of(r["verifier_result__ok"], r["verifier_result__detail"])}
             for r in rows]
 
 
