@@ -4,6 +4,7 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
+from review.risk import RISK_NAMES, RISK_WORDS
 from taskgen.harness.agents import AgentError, agent_choices, agent_options_check, agent_options_from
 from taskgen.models import Export, JudgeConfig, Run, Site
 from taskgen.providers import provider_choices
@@ -183,6 +184,14 @@ class ExportForm(StageForm):
         help_text="Left out unless ticked (judge successes only; an adjudicated Not success is never exported).")
     include_verifier_failed = forms.BooleanField(required=False, label="Also export episodes the verifier failed",
                                                  help_text="Left out unless ticked.")
+    exclude_risk = forms.MultipleChoiceField(
+        required=False, label="Leave out episodes holding", widget=forms.CheckboxSelectMultiple,
+        choices=[(name, RISK_WORDS[name]) for name in RISK_NAMES],
+        help_text="The riskiest strata of the judge's successes (the certificate's cuts table shows what each costs).")
+    certify = forms.FloatField(
+        required=False, min_value=0.01, max_value=0.99, label="Certified at least",
+        help_text="Write nothing unless the 95% lower bound on the precision of exactly these episodes reaches this "
+                  "(e.g. 0.9); the certificate goes into the manifest. Empty: no gate.")
     out_dir = _path_field("Folder to write", required=False)
 
     def __init__(self, *args, **kwargs) -> None:
@@ -205,7 +214,8 @@ class ExportForm(StageForm):
         data = self.cleaned_data
         return export_select(run=data["run"], source=data["source"], judge_config=data["judge_config"],
                              budget=data["budget"], include_reviewer_rejected=data["include_reviewer_rejected"],
-                             include_verifier_failed=data["include_verifier_failed"])
+                             include_verifier_failed=data["include_verifier_failed"],
+                             exclude_risk=data.get("exclude_risk") or ())
 
 
 STAGE_FORMS: dict[str, type[StageForm]] = {

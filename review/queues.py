@@ -9,10 +9,12 @@ import random
 from collections import defaultdict
 
 from django.conf import settings
-from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Case, Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.expressions import When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from review.certify_queue import certify_next_ids
 from review.episode_filters import EpisodeFilter, Facts, condition, judge_disagrees_with_verifier, stored_filter
 from review.models import Label, Queue, QueueMember, Reservation
 from review.risk import risk_tiers
@@ -37,6 +39,8 @@ def _kind_condition(queue: Queue) -> Q:
         return Q(Exists(_judgments(queue).filter(inconsistent=True)))
     if kind == Queue.Kind.NO_VERDICT:
         return Q(Exists(_judgments(queue).filter(verdict=Judgment.Verdict.NONE)))
+    if kind == Queue.Kind.CERTIFY:  # the design's next episodes (review/certify_queue.py)
+        return Q(pk__in=certify_next_ids(queue))
     if queue.has_members:
         return Q(Exists(QueueMember.objects.filter(queue=queue, episode=OuterRef("pk"))))
     return Q()
@@ -62,6 +66,10 @@ def queue_in_order(queue: Queue, episodes: QuerySet[Episode]) -> list[QuerySet[E
     (review/risk.py), each in run and task-file order; one part for every other queue."""
     if queue.kind == Queue.Kind.FALSE_POSITIVE:
         return risk_tiers(episodes, queue.judge_config_id)
+    if queue.kind == Queue.Kind.CERTIFY:
+        ids = certify_next_ids(queue)
+        return [episodes.alias(design_position=Case(*[When(pk=pk, then=n) for n, pk in enumerate(ids)],
+                                                    default=len(ids))).order_by("design_position")] if ids else []
     return [episodes]
 
 

@@ -14,8 +14,8 @@ from taskgen.stages.certify.bound import (
     StratumCount,
     allocate_next,
     betabinom_logpmf,
+    design_walk,
     labels_needed,
-    prefix_count,
     successes_estimate,
     successes_lower,
     successes_upper,
@@ -133,9 +133,20 @@ def test_the_estimate_stays_unbiased_when_labels_arrive_in_risk_order():
         rng.shuffle(order)  # the design's random order, drawn once
         labelled |= set([i for i in order if i not in labelled][:40])
         old.append(sum(population[i] for i in labelled) / len(labelled))
-        count = prefix_count([population[i] if i in labelled else None for i in order])
+        (count,), _ = design_walk([[population[i] if i in labelled else None for i in order]])
         new.append(successes_estimate([count]) / len(population))
         truth.append(sum(population) / len(population))
     error = 3 * np.std(np.array(new) - truth) / math.sqrt(len(new))
     assert abs(np.mean(new) - np.mean(truth)) <= error
     assert np.mean(truth) - np.mean(old) > 0.08  # the old estimate, by about 0.1: far outside its own error
+
+
+def test_the_walk_counts_labels_given_elsewhere_only_once_the_design_reaches_them():
+    """Stratum 1's first episodes were labelled by someone else; the design serves the larger stratum 0 first
+    and stops at its first episode without a label, so none of them counts yet."""
+    counts, next_stratum = design_walk([[None] * 30, [False, False, True, None, None]])
+    assert next_stratum == 0 and [c.labelled for c in counts] == [0, 0]
+    counts, next_stratum = design_walk([[True] + [None] * 29, [False, False, True, None, None]])
+    assert [c.labelled for c in counts] == [1, 1] and next_stratum == 0  # stratum 1's next is not the design's turn
+    counts, next_stratum = design_walk([[True] * 30, [False, False, True, None, None]])
+    assert counts[1].labelled == 3 and next_stratum == 1  # once the walk turns to stratum 1, its labels count

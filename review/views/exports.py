@@ -9,8 +9,11 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from review import selectors
+from review.episode_filters import filter_form_choices
 from review.labels_backup import labels_export_lines
 from review.roles import Role, require_role
+from review.views.certify import ERRORS as CERTIFY_ERRORS
+from review.views.certify import certificate_for, certify_choices
 from taskgen.engine.registry import labels_restore_begin
 from taskgen.models import PipelineRun
 from taskgen.stages.export.output import export_missing_files, export_stream_targz
@@ -22,7 +25,14 @@ from taskgen.stages.labels.work import labels_restore_refusals
 @require_role(Role.VIEWER)
 def export_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(selectors.exports_listed(), 50).get_page(request.GET.get("page"))
-    return render(request, "review/export_list.html", {"page": page})
+    context = {"page": page, **filter_form_choices()}
+    if request.GET.get("run"):  # the certificate panel of the export the small form names
+        try:
+            choices = certify_choices(request.GET)
+            context["cert"] = certificate_for(choices.pop("run"), choices.pop("judge_config"), **choices)
+        except CERTIFY_ERRORS as exc:
+            context["cert_error"] = str(exc)
+    return render(request, "review/export_list.html", context)
 
 
 @require_GET

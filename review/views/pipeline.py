@@ -23,6 +23,7 @@ from taskgen.engine.registry import (
     stage_start,
 )
 from taskgen.models import PipelineRun
+from taskgen.stages.certify.service import CertifyError, certificate_gate
 from taskgen.stages.export.select import LEFT_OUT_WHY, ExportError, manifest_left_out_words
 from taskgen.stages.export.service import export_create
 from taskgen.stages.export.work import export_left_out_words
@@ -52,8 +53,21 @@ def _export_preview(form: ExportForm) -> dict:
         selection = form.selection()
     except ExportError as exc:
         return {"errors": [str(exc)]}
-    return {"words": selection.left_out_words(), "rows": selection.rows,
-            "reasons": [(LEFT_OUT_WHY[why], n) for why, n in selection.left_out.items()]}
+    preview = {"words": selection.left_out_words(), "rows": selection.rows,
+               "reasons": [(LEFT_OUT_WHY[why], n) for why, n in selection.left_out.items()]}
+    if form.cleaned_data.get("certify") and selection.picked:
+        preview["certificate"] = _export_certificate_words(selection, form.cleaned_data["certify"])
+    return preview
+
+
+def _export_certificate_words(selection, target: float) -> str:
+    """What the gate will say of exactly these episodes, before anything is written."""
+    try:
+        certificate = certificate_gate(selection=selection, target=target)
+    except CertifyError as exc:
+        return str(exc)
+    return (f"Certified: at least {certificate['lower']:.3f} of these {certificate['population']} episodes are real "
+            f"successes with {certificate['confidence']:.0%} confidence (target {target}).")
 
 
 @require_POST
@@ -75,7 +89,8 @@ def _start_download_export(request: HttpRequest, form: StageForm) -> HttpRespons
     export = export_create(run=params["run"], source=params["source"], judge_config=params["judge_config"],
                            budget=params["budget"], user=request.user,
                            include_reviewer_rejected=params["include_reviewer_rejected"],
-                           include_verifier_failed=params["include_verifier_failed"])
+                           include_verifier_failed=params["include_verifier_failed"],
+                           exclude_risk=params["exclude_risk"], certify=params["certify"])
     messages.success(request, f"Export #{export.pk} is ready to download. {manifest_left_out_words(export.manifest)}")
     return redirect(export)
 

@@ -10,11 +10,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from review import queues
+from review.certify_queue import certify_queue_certificate
 from review.episode_filters import describe, filter_form_choices
 from review.final_label_rule import UNSURE_RULE, final_label_state, needs_adjudication
 from review.label_fields import QUEUE_NAME_MAX
 from review.models import Label, LabelVerdict, Queue, Reservation
-from review.risk import risk_reasons
+from review.risk import RISK_NAMES, RISK_WORDS, risk_reasons
 from review.roles import Role, require_role
 from review.services import (
     ReviewError,
@@ -26,6 +27,7 @@ from review.services import (
     reservation_release,
 )
 from taskgen.models import Episode
+from taskgen.stages.certify.service import SOURCES as CERTIFY_SOURCES
 from taskgen.text_input import field_refused
 
 
@@ -121,6 +123,9 @@ def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
     context = {"queue": queue, "upcoming": upcoming,
                "filter_words": describe(queues.queue_filter(queue)),
                "risk_ordered": queue.kind == Queue.Kind.FALSE_POSITIVE}
+    if queue.kind == Queue.Kind.CERTIFY:
+        context.update(cert=certify_queue_certificate(queue, cuts=True), certify_sources=CERTIFY_SOURCES,
+                       certify_risks=[(name, RISK_WORDS[name]) for name in RISK_NAMES])
     return render(request, "review/queue_detail.html", context)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 from decimal import Decimal
+from urllib.parse import urlencode
 
 from django import forms
 from django.contrib.auth import get_user_model
@@ -106,6 +107,8 @@ def _results(data: dict) -> dict:
                "fn_queue_url": review_queue_url_for([row["episode_id"] for row in report.false_negatives])}
     if comparison:
         results["comparison"] = comparison
+    if len(runs) == 1:  # a certificate is of one run's export; its panel loads after the page (review/views/certify)
+        results["cert_query"] = urlencode({"run": runs[0].name, "judge_config": config.key})
     return results
 
 

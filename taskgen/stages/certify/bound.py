@@ -190,15 +190,22 @@ def labels_needed(strata: Sequence[StratumCount], *, reached: Callable[[list[Str
     return high
 
 
-def prefix_count(labels_in_order: Sequence[bool | None]) -> StratumCount:
-    """A stratum's count from its episodes in the design's order (True/False: the truth a label gave, None: no
-    label): only the labelled run at the start counts. A label further on was not drawn by the design (the audit's
-    riskiest-first order, browsing), so the estimate may not use it: it joins once every episode before it is
-    labelled."""
-    labelled = successes = 0
-    for truth in labels_in_order:
+
+def design_walk(strata: Sequence[Sequence[bool | None]]) -> tuple[list[StratumCount], int | None]:
+    """The labels the design has drawn: each stratum's episodes in its random order (True/False: the truth a label
+    gave, None: no label yet), walked as the design serves them (allocate_next after each label) until it reaches
+    an episode without a label, which is the next to serve (its stratum is returned; None when all are done).
+
+    A label given elsewhere (the audit's riskiest first, browsing) counts only once the walk reaches it, and the
+    walk's choice of stratum never depends on which episodes happen to be labelled: so the counts are the design's
+    own sample path, and the bound, valid at every moment of that path, holds wherever the walk stops."""
+    counts = [StratumCount(len(truths), 0, 0) for truths in strata]
+    while True:
+        order = allocate_next(counts, count=1)
+        if not order:
+            return counts, None
+        h = order[0]
+        truth = strata[h][counts[h].labelled]
         if truth is None:
-            break
-        labelled += 1
-        successes += truth
-    return StratumCount(len(labels_in_order), labelled, successes)
+            return counts, h
+        counts[h] = StratumCount(counts[h].size, counts[h].labelled + 1, counts[h].successes + truth)

@@ -10,8 +10,9 @@ each stratum is labelled in, and which labels that order lets the estimate use.
 - Order: a keyed hash of (seed, episode id) (splitmix64), the seed drawn once per run and judge config
   (review.models.CertifyDesign): any subset is in a uniformly random order, so a stratum's first n episodes are a
   simple random sample of it, whichever cut or budget decided its members.
-- Labels used: a stratum's labelled run at the start of its order (bound.prefix_count); labels further on were not
-  drawn by the design (the false-positive audit serves the riskiest first) and wait until the run reaches them.
+- Labels used: those the design's walk has reached (bound.design_walk: the strata served in turn by the allocation,
+  each in its order, up to the first episode without a label); labels further on were not drawn by the design (the
+  false-positive audit serves the riskiest first) and wait until the walk reaches them.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from django.db import IntegrityError, transaction
 from review.models import CertifyDesign, FinalLabel, LabelVerdict
 from review.risk import STRATA, risk_sets, risk_stratum
 from taskgen.models import Episode, JudgeConfig, Run
-from taskgen.stages.certify.bound import StratumCount, prefix_count
+from taskgen.stages.certify.bound import StratumCount, design_walk
 from taskgen.stages.export.select import Selection, export_select
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -119,12 +120,10 @@ def design_build(*, selection: Selection, seed: int) -> Design:
     sets = risk_sets(Episode.objects.filter(pk__in=everyone), config_id) if everyone else {}
     stratum_of = {pk: risk_stratum(pk, sets) for pk in everyone}
     truths = label_truths(everyone)
-    strata = []
-    for name in STRATA:
-        order = in_design_order(seed, [pk for pk in frame if stratum_of[pk] == name])
-        seen = [truths.get(pk, (None, ""))[0] for pk in order]
-        count = prefix_count(seen)
-        beyond = sum(truth is not None for truth in seen[count.labelled:])
-        strata.append(Stratum(name, order, count, beyond))
+    orders = [in_design_order(seed, [pk for pk in frame if stratum_of[pk] == name]) for name in STRATA]
+    seen = [[truths.get(pk, (None, ""))[0] for pk in order] for order in orders]
+    counts, _ = design_walk(seen)
+    strata = [Stratum(name, order, count, sum(truth is not None for truth in truths_h[count.labelled:]))
+              for name, order, count, truths_h in zip(STRATA, orders, counts, seen, strict=True)]
     return Design(selection=selection, seed=seed, population=population, frame=set(frame), strata=strata,
                   truths=truths, stratum_of=stratum_of)

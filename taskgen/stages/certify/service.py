@@ -193,9 +193,11 @@ def certificate_compute(*, params: CertifyParams, next_count: int = 20, cuts: bo
     seed = design_seed(run=params.run, judge_config=params.judge_config, user=user)
     certificate = certificate_of(selection=_select(params, params.exclude_risk), params=params, seed=seed,
                                  next_count=next_count)
-    if cuts:
-        present = [name for name in RISK_NAMES if any(s["name"] == name for s in certificate["strata"])]
-        certificate["cuts"] = [_cut_row(params, tuple(present[:k]), seed) for k in range(len(present) + 1)]
+    if cuts:  # every cut is computed (a fixed number of queries); those that cut nothing more are not shown
+        present = {s["name"] for s in certificate["strata"]}
+        rows = [_cut_row(params, RISK_NAMES[:k], seed) for k in range(len(RISK_NAMES) + 1)]
+        certificate["cuts"] = [{**row, "exclude_risk": [r for r in row["exclude_risk"] if r in present]}
+                               for k, row in enumerate(rows) if k == 0 or RISK_NAMES[k - 1] in present]
     return certificate
 
 

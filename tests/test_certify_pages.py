@@ -1,0 +1,88 @@
+"""Certify on the web: the Certify queue in the keyboard workbench serves the design's next episodes and its page
+shows the certificate; Validate and Exports show the panel; the export form's "certified at least" refuses to write
+below the target. Every page needs a login and its role; every POST its CSRF token."""
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from review.models import Label, Queue
+from taskgen.models import Episode, Export
+from tests.certify_helpers import judged_run
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _open(client, run, config, follow: bool = False, **extra):
+    return client.post(reverse("review:certify_open"), {"run": run.name, "judge_config": config.key, **extra},
+                       follow=follow)
+
+
+def test_a_reviewer_opens_the_certify_queue_and_is_served_the_designs_next_episode(reviewer_client):
+    run, config, truth = judged_run(episodes=20, risky=4)
+    response = _open(reviewer_client, run, config, target="0.8")
+    queue = Queue.objects.get(kind=Queue.Kind.CERTIFY, run=run, judge_config=config)
+    assert response.status_code == 302 and response["Location"] == queue.get_absolute_url()
+    assert queue.blind and queue.certify["target"] == 0.8
+    page = reviewer_client.get(queue.get_absolute_url())
+    body = page.content.decode()
+    assert page.status_code == 200 and "Not certified yet" in body and "in the design's order" in body
+    first_up = page.context["cert"]["next"][0]
+    taken = reviewer_client.post(reverse("review:queue_next", args=[queue.pk]))
+    episode = Episode.objects.get(pk=int(taken["Location"].split("/episodes/")[1].split("/")[0]))
+    assert episode.task.task_id == first_up
+    reviewer_client.post(reverse("review:label_post", args=[episode.pk]),
+                         {"verdict": "SUCCESS" if truth[episode.pk] else "NOT SUCCESS", "queue": queue.pk})
+    assert Label.objects.filter(episode=episode).exists()
+    again = reviewer_client.get(queue.get_absolute_url()).context["cert"]
+    assert again["labels"] == 1 and first_up not in again["next"]
+    assert _open(reviewer_client, run, config).status_code == 302  # the same queue again, not a second one
+    assert Queue.objects.filter(kind=Queue.Kind.CERTIFY).count() == 1
+
+
+def test_bad_choices_go_back_with_the_reason(reviewer_client):
+    run, config, _ = judged_run(episodes=4, risky=0)
+    response = _open(reviewer_client, run, config, target="2", follow=True)
+    assert "between 0 and 1" in response.content.decode() and not Queue.objects.filter(kind="certify").exists()
+    response = reviewer_client.post(reverse("review:certify_open"), {"run": run.name, "judge_config": config.key,
+                                                                     "exclude_risk": "nonsense"}, follow=True)
+    assert "unknown risk" in response.content.decode()
+
+
+def test_logins_roles_and_csrf(client, viewer_client):
+    run, config, _ = judged_run(episodes=4, risky=0)
+    assert _open(client, run, config).status_code == 302 and "login" in _open(client, run, config)["Location"]
+    assert _open(viewer_client, run, config).status_code == 403
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(UserFactory(username="csrf-reviewer", role="reviewer"))
+    assert _open(strict, run, config).status_code == 403
+    assert not Queue.objects.filter(kind=Queue.Kind.CERTIFY).exists()
+    assert client.get(reverse("review:export_list") + f"?run={run.name}").status_code == 302
+    assert client.get(reverse("review:certificate_panel") + f"?run={run.name}").status_code == 302
+
+
+def test_validate_and_exports_show_the_certificate_panel_with_its_cuts(viewer_client):
+    run, config, _ = judged_run(episodes=12, risky=3)
+    page = viewer_client.get(reverse("review:validate") + f"?runs={run.pk}&against=verifier")
+    assert page.status_code == 200 and reverse("review:certificate_panel") in page.content.decode()
+    panel = viewer_client.get(reverse("review:certificate_panel") + f"?run={run.name}", HTTP_HX_REQUEST="true")
+    assert panel.context["cert"]["population"] == 12 and "Leaving the riskiest strata out" in panel.content.decode()
+    assert "<html" not in panel.content.decode()
+    alone = viewer_client.get(reverse("review:certificate_panel") + "?run=nope")
+    assert alone.status_code == 400 and "choose a run" in alone.content.decode()
+    exports = viewer_client.get(reverse("review:export_list") + f"?run={run.name}&judge_config={config.key}")
+    body = exports.content.decode()
+    assert exports.context["cert"]["population"] == 12 and "Certificate: " in body
+    assert [row["exclude_risk"] for row in exports.context["cert"]["cuts"]] == [[], ["inconsistent"]]
+
+
+def test_the_export_forms_certified_at_least_refuses_to_write_below_the_target(admin_client_role):
+    run, config, _ = judged_run(episodes=12, risky=3)
+    form = {"run": run.pk, "source": "judge", "judge_config": config.pk, "budget": 1000, "certify": "0.9"}
+    preview = admin_client_role.post(reverse("review:export_preview"), form, HTTP_HX_REQUEST="true")
+    assert "not certified" in preview.content.decode()
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["export"]), form)
+    assert response.status_code == 400 and "not certified" in response.content.decode()
+    assert "more label" in response.content.decode() and not Export.objects.exists()
