@@ -16,7 +16,10 @@ from django.urls import reverse
 from review.labels_backup import labels_export_lines
 from review.models import FinalLabel, FinalLabelChange, Label, LabelChange
 from review.services import ReviewError, final_label_adjudicate, label_set
-from taskgen.models import Episode, LabelRestoreLine, PipelineRun
+from taskgen.engine.control import run_cancel, run_resume
+from taskgen.engine.registry import labels_restore_begin
+from taskgen.engine.worker import work
+from taskgen.models import Episode, LabelRestoreLine, PipelineRun, WorkUnit
 from taskgen.stages.labels.write import bucket_write
 from tests.factories import EpisodeFactory, RunFactory, UserFactory
 from tests.labels_restore import backup_bytes, restore, work_here
@@ -158,13 +161,22 @@ def test_the_web_restore_only_stores_the_file_and_the_run_lists_the_refusals(bac
 
 
 def test_a_write_unit_done_twice_or_resumed_writes_each_line_once(backup):
-    first = restore(backup)
-    assert first.ok and _counts() == (4, 4, 3, 5)
-    pipeline_run = first.pipeline_run
-    assert not LabelRestoreLine.objects.filter(pipeline_run=pipeline_run).exists()  # written lines are dropped
-    _wipe()
-    again = restore(backup)  # a lost worker's unit done again: its lines' outcomes were kept with their writes
-    LabelRestoreLine.objects.filter(pipeline_run=again.pipeline_run).update(outcome="")
-    assert bucket_write(pipeline_run_id=again.pipeline_run.pk, bucket=0) == {"lines": 0}
+    pipeline_run = labels_restore_begin(source=io.BytesIO(backup_bytes(backup)), name="b.jsonl", all_or_nothing=False,
+                                        user=None)
+    writes = WorkUnit.objects.filter(pipeline_run=pipeline_run, key__startswith="write-")
+    writes.update(not_before="2100-01-01T00:00:00Z")  # every line checked, nothing written yet
+    while WorkUnit.objects.filter(pipeline_run=pipeline_run, key="verify").exclude(status="done").exists():
+        work(pipeline_run_id=pipeline_run.pk, owner="test", slice_seconds=1)
+    buckets = sorted(int(key.split("-")[1]) for key in writes.values_list("key", flat=True))
+    written = sum(bucket_write(pipeline_run_id=pipeline_run.pk, bucket=b)["lines"] for b in buckets)
+    assert written == len(backup) - 1 and _counts() == (4, 4, 3, 5)
+    # a unit whose lease ran out under a live worker is done again: its lines' outcomes were kept with the writes
+    assert [bucket_write(pipeline_run_id=pipeline_run.pk, bucket=b) for b in buckets] == [{"lines": 0}] * len(buckets)
     assert _counts() == (4, 4, 3, 5)
+    run_cancel(pipeline_run=pipeline_run)  # cancelled with its write units queued, then resumed
+    writes.update(not_before=None)
+    finished = work_here(run_resume(pipeline_run=pipeline_run))
+    assert finished.status == "done" and _counts() == (4, 4, 3, 5)
+    assert finished.result["added"] == {"label": 4, "label_change": 4, "final_label": 3, "final_label_change": 5}
+    assert not LabelRestoreLine.objects.filter(pipeline_run=pipeline_run).exists()  # written lines are dropped
     assert restore(backup).unchanged == {"label": 4, "label_change": 4, "final_label": 3, "final_label_change": 5}

@@ -124,25 +124,28 @@ def _differing_copies(good, kind: str, key) -> dict[int, str]:
     return refused
 
 
-def _orphan_histories(good) -> dict[int, str]:
+def _orphan_histories(pipeline_run_id: int, labels: list) -> dict[int, str]:
     """History lines whose label is neither a good line of this file nor in this database: refused."""
-    in_file = {(e, row["reviewer"]) for _, kind, e, row in good if kind == "label"}
-    wanted = [(n, e, row["reviewer"]) for n, kind, e, row in good if kind == "label_change"
-              and (e, row["reviewer"]) not in in_file]
+    in_file = {(e, row["reviewer"]) for _, kind, e, row in labels if kind == "label"}
+    histories = _pending(pipeline_run_id, ["label_change"]).values_list("line", "episode_id", "row__reviewer")
+    wanted = [(n, e, who) for n, e, who in histories if (e, who) not in in_file]
     held = set(Label.objects.filter(episode_id__in={e for _, e, _ in wanted}).values_list(
         "episode_id", "reviewer__" + get_user_model().USERNAME_FIELD))
     return {n: f"no label of this episode by {who!r} in this file or this database" for n, e, who in wanted
             if (e, who) not in held}
 
 
+def _pending(pipeline_run_id: int, kinds: list[str]):
+    return LabelRestoreLine.objects.filter(pipeline_run_id=pipeline_run_id, outcome=Outcome.PENDING,
+                                           kind__in=kinds).order_by("line")
+
+
 def lines_verify(*, pipeline_run_id: int) -> int:
     """What only the whole file shows (after every line is checked), refused with why; how many lines are refused
     in all."""
-    good = list(LabelRestoreLine.objects.filter(
-        pipeline_run_id=pipeline_run_id, outcome=Outcome.PENDING, kind__in=["label", "label_change", "final_label"]
-    ).order_by("line").values_list("line", "kind", "episode_id", "row"))
+    good = list(_pending(pipeline_run_id, ["label", "final_label"]).values_list("line", "kind", "episode_id", "row"))
     refused = _differing_copies(good, "label", lambda row: row["reviewer"])
     refused.update(_differing_copies(good, "final_label", lambda row: None))
-    refused.update(_orphan_histories([g for g in good if g[0] not in refused]))
+    refused.update(_orphan_histories(pipeline_run_id, [g for g in good if g[0] not in refused]))
     _refuse(pipeline_run_id, refused)
     return LabelRestoreLine.objects.filter(pipeline_run_id=pipeline_run_id, outcome=Outcome.REFUSED).count()
