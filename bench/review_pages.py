@@ -3,15 +3,16 @@ false-positive audit, a label post, and the run page (100,000 episodes in one ru
 and searched.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/SCRATCH_DB .venv/bin/python bench/review_pages.py [--episodes N]
+        [--run-page-only]
 
 Point DATABASE_URL at a scratch PostgreSQL database: the script migrates it and fills it once with N episodes (100,000
-by default) through COPY, then reuses them on later runs. The episode it opens has 30 screenshots, 300 request-log
-lines and 50 data changes. Times are measured in-process with Django's test client (server time, no network) and
-printed as p50/p95 against the issues' targets (queue page 100 ms, episode page 80 ms, label post 50 ms, run page
-150 ms), with the mean CPU of this process and its PostgreSQL backend, which a busy machine inflates far less (a
-parallel query's worker processes are not counted). The queue page's progress counts load after the page (htmx) and
-are timed on their own. Each label post is a fresh episode's first label by the timing user, so repeated runs of the
-bench measure the same work.
+by default; each with two step screens and a final one) through COPY, then reuses them on later runs. The episode it
+opens has 30 screenshots, 300 request-log lines and 50 data changes. Times are measured in-process with Django's test
+client (server time, no network) and printed as p50/p95 against the issues' targets (queue page 100 ms, episode page 80
+ms, label post 50 ms, run page 150 ms), with the mean CPU of this process and its PostgreSQL backend, which a busy
+machine inflates far less (a parallel query's worker processes are not counted). The queue page's progress counts load
+after the page (htmx) and are timed on their own. Each label post is a fresh episode's first label by the timing user,
+so repeated runs of the bench measure the same work.
 """
 from __future__ import annotations
 
@@ -41,6 +42,9 @@ RUN_PAGE_VIEWS = {  # what a researcher triaging the run asks for
     "run page: SUCCESS + verifier fail": {"verdicts": "SUCCESS", "verifier": "fail"},
     "run page: sort by verdict": {"sort": "-verdict"},
     "run page: sort by agreement": {"sort": "agreement"},
+    "run page: sort by instruction": {"sort": "instruction"},
+    "run page: sort by screens": {"sort": "-screens"},
+    "run page: sort by flags": {"sort": "flags"},
     "run page: disagree, by site": {"disagree": "1", "sort": "site"},
     "run page: unlabelled action": {"label_state": "unlabelled", "task_kind": "action", "sort": "-final"},
     "run page: search": {"search": "item 4242"},
@@ -136,6 +140,27 @@ def _vacuum() -> None:
         cursor.execute("VACUUM ANALYZE")
 
 
+def _screens_fill(run) -> None:
+    """Screens for every episode of the run (two steps and the final screen, one image shared), made once: the run
+    page counts and sorts them."""
+    from django.db import transaction
+
+    from taskgen.blobs import blob_store_image
+    from taskgen.models import Screenshot
+
+    ids = list(run.episodes.filter(screenshots__isnull=True).order_by("id").values_list("id", flat=True))
+    if not ids:
+        return
+    started, blob = time.perf_counter(), blob_store_image(data=_png(1))
+    with transaction.atomic():
+        _copy(Screenshot, (Screenshot(episode_id=i, kind=kind, step=step, name=name, blob=blob) for i in ids
+                           for kind, step, name in (("step", 1, "step_1.png"), ("step", 2, "step_2.png"),
+                                                    ("final", 2, "final.png"))))
+        run.episodes.filter(pk__in=ids).update(screens=3)  # as the import counts them
+    _vacuum()
+    print(f"filled {3 * len(ids):,} screenshots in {time.perf_counter() - started:.1f} s", flush=True)
+
+
 def _heavy_episode():
     """The episode the bench opens: 30 screenshots, 300 log lines, 50 changes (made once, then reused)."""
     from taskgen.blobs import blob_store_image
@@ -200,6 +225,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--episodes", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=40)
+    parser.add_argument("--run-page-only", action="store_true", help="time the run page's views only")
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         print("review_pages: skipped - set DATABASE_URL to a scratch PostgreSQL database to run it")
@@ -221,21 +247,23 @@ def main() -> int:
         _fill(args.episodes)
     episode = _heavy_episode()
     queues_builtin_ensure()
-    _vacuum()
     run = Run.objects.get(name=RUN_NAME)
+    _screens_fill(run)
+    _vacuum()
     queue = Queue.objects.get(builtin=True, kind=Queue.Kind.FALSE_POSITIVE, run=run)
     client, timer = Client(), _user("bench-timer")
     client.force_login(timer)
     print(f"{run.episodes.count():,} episodes; queue '{queue.name}'; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (times are wall clock: a busy machine "
           f"inflates them)")
-    _time("queue page", lambda: client.get(queue.get_absolute_url()), args.repeat)
-    _time("episode page", lambda: client.get(f"{episode.get_absolute_url()}?queue={queue.pk}"), args.repeat)
-    _time("queue page: progress", lambda: client.get(reverse("review:queue_progress", args=[queue.pk])),
-          args.repeat, PROGRESS_TARGET_MS)
-    _time("take next", lambda: _take_next(client, queue, timer), args.repeat, TAKE_NEXT_TARGET_MS)
-    posts = _label_posts(run, timer, queue, args.repeat + 1)
-    _time("label post", lambda: client.post(*next(posts), HTTP_HX_REQUEST="true"), args.repeat)
+    if not args.run_page_only:
+        _time("queue page", lambda: client.get(queue.get_absolute_url()), args.repeat)
+        _time("episode page", lambda: client.get(f"{episode.get_absolute_url()}?queue={queue.pk}"), args.repeat)
+        _time("queue page: progress", lambda: client.get(reverse("review:queue_progress", args=[queue.pk])),
+              args.repeat, PROGRESS_TARGET_MS)
+        _time("take next", lambda: _take_next(client, queue, timer), args.repeat, TAKE_NEXT_TARGET_MS)
+        posts = _label_posts(run, timer, queue, args.repeat + 1)
+        _time("label post", lambda: client.post(*next(posts), HTTP_HX_REQUEST="true"), args.repeat)
     for label, query in RUN_PAGE_VIEWS.items():
         _time(label, lambda q=query: client.get(run.get_absolute_url(), q), args.repeat, RUN_PAGE_TARGET_MS)
     return 0

@@ -128,7 +128,9 @@ class Facts:
 
     def judged_by_another(self, verdict: str) -> Q:
         rows = Judgment.objects.filter(verdict=verdict)
-        return self._holds(rows.exclude(config_id=self.config_id) if self.config_id else rows)
+        if self.config_id:  # two ranges, not `<>`: read from the (config, verdict) index, not the whole table
+            rows = rows.filter(Q(config_id__lt=self.config_id) | Q(config_id__gt=self.config_id))
+        return self._holds(rows)
 
     def unjudged(self) -> Q:
         return ~self.judged()

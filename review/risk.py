@@ -27,7 +27,7 @@ from django.db.models import (
 )
 from django.db.models.lookups import GreaterThan
 
-from review.episode_filters import Facts, judge_disagrees_with_verifier
+from review.episode_filters import Facts, JoinedFacts, judge_disagrees_with_verifier
 from taskgen.models import Episode, Judgment, VerifierResult
 
 YES, NO = Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS
@@ -67,10 +67,11 @@ def _empty_list(field: str) -> Case:
 _NO_CHANGE = Q(task_kind="action") & Q(_empty_list("data_changes")) & ~Q(_empty_list("request_log"))
 
 
-def risk_conditions(config_id: int | None, *, correlated: bool = False) -> dict[str, Q]:
+def risk_conditions(config_id: int | None, *, correlated: bool = False, joined: bool = False) -> dict[str, Q]:
     """Each risk as a condition on Episode for the judgments of `config_id` (None: any config's): uncorrelated to
-    filter many episodes, correlated for a handful of known rows (review/episode_filters.Facts)."""
-    facts = Facts(config_id, correlated=correlated)
+    filter many episodes, correlated for a handful of known rows, joined to read the row a run table query joins
+    (review/episode_filters.Facts, JoinedFacts)."""
+    facts = JoinedFacts(config_id) if joined else Facts(config_id, correlated=correlated)
     return {
         "inconsistent": facts.judged(inconsistent=True),
         "unsupported": facts.judged(unsupported_citations__gt=0),
@@ -92,6 +93,15 @@ def risk_tiers(episodes: QuerySet[Episode], config_id: int | None) -> list[Query
         earlier = cond if earlier is None else earlier | cond
     tiers.append(episodes.exclude(earlier))
     return tiers
+
+
+def risk_rank(config_id: int | None, *, joined: bool = False) -> Case:
+    """Each episode's risk tier as a number (0: riskiest, TIERS: none), the order of risk_tiers as one expression:
+    the run table's Flags column sorts by it (`joined`: from the judgment its query joins as `cj`)."""
+    conditions = risk_conditions(config_id, joined=joined)
+    whens = [When(reduce(or_, (conditions[name] for name, risk_tier, _ in RISKS if risk_tier == tier)), then=tier)
+             for tier in range(TIERS)]
+    return Case(*whens, default=TIERS, output_field=IntegerField())
 
 
 def risk_reasons(episode_ids: list[int], config_id: int | None) -> dict[int, list[str]]:

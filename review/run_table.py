@@ -2,17 +2,19 @@
 the judge agrees with them, filtered (review/episode_filters.py), sorted on any column and searched, all from the URL.
 
 The page's rows come from one query that joins the chosen config's judgment, the verifier result and the final label
-(LEFT JOINs, so sorting on them is one sort of the run's rows), and one more for the rows' risk flags.
+(LEFT JOINs, so sorting on them, the risk flags included, is one sort of the run's rows), and one more for the rows'
+risk flags in words. Every column shown sorts; a sort the table does not have is refused with a message.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Case, Count, F, FilteredRelation, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, F, FilteredRelation, IntegerField, Q, QuerySet, Value, When
 
-from review.episode_filters import EpisodeFilter, condition
+from review.episode_filters import EpisodeFilter, FilterError, condition
 from review.models import LabelVerdict
-from taskgen.models import Episode, Judgment, Run, Screenshot
+from review.risk import risk_rank
+from taskgen.models import Episode, Judgment, Run
 
 S, NS = Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS
 
@@ -42,18 +44,25 @@ def agreement_text(code: int | None) -> str:
     return AGREEMENT[code][0] if code is not None and 0 <= code < UNKNOWN else ""
 
 
-# column key -> (heading, order_by expression); a leading "-" in the URL sorts descending.
+# Every column the table shows, in its order: key -> (heading, what it sorts by; a function of the judge config for
+# what depends on it). A leading "-" in the URL sorts descending.
 SORTS = {
     "line": ("Line", F("task_order")),
     "task": ("Task", F("task__task_id")),
     "site": ("Site", F("site__slug")),
     "kind": ("Kind", F("task_kind")),
+    "instruction": ("Instruction", F("task__instruction")),
     "steps": ("Steps", F("steps")),
+    "screens": ("Screens", F("screens")),
     "verdict": ("Judge verdict", F("cj__verdict")),
     "verifier": ("Verifier", F("verifier_result__ok")),
     "final": ("Final label", F("final_label__verdict")),
     "agreement": ("Agreement", F("agreement")),
+    # riskiest first (review/risk.py), as the false-positive audit takes them; read from the joined judgment
+    "flags": ("Flags", lambda config_id: risk_rank(config_id, joined=config_id is not None)),
 }
+JOINED_SORTS = {"verdict", "agreement", "flags"}  # read the chosen config's judgment, joined as `cj`
+NUMERIC = {"line", "steps", "screens"}
 
 
 @dataclass(frozen=True)
@@ -71,9 +80,13 @@ class Sort:
 
 
 def sort_parse(raw: str | None) -> Sort:
+    """The sort the URL asks for; FilterError for a column the table does not have (the page says so and sorts by
+    line)."""
     raw = raw or "line"
     key = raw.lstrip("-")
-    return Sort(key, raw.startswith("-")) if key in SORTS else Sort("line", False)
+    if key not in SORTS:
+        raise FilterError(f"unknown sort {key[:40]!r}: use one of {', '.join(SORTS)} (a leading - sorts descending)")
+    return Sort(key, raw.startswith("-"))
 
 
 def _joined(episodes: QuerySet[Episode], config_id: int | None, *, agreement: bool = True) -> QuerySet[Episode]:
@@ -88,7 +101,7 @@ def run_table_filtered(*, run: Run, f: EpisodeFilter, sort_key: str = "") -> Que
     episodes = Episode.objects.filter(run=run)
     if f.config_id is None:
         return episodes.filter(condition(f))
-    if f.verdicts or f.disagree or f.unsupported or sort_key in ("verdict", "agreement"):
+    if f.verdicts or f.disagree or f.unsupported or sort_key in JOINED_SORTS:
         episodes = _joined(episodes, f.config_id, agreement=sort_key == "agreement")
     return episodes.filter(condition(f, joined=True))
 
@@ -99,6 +112,7 @@ def run_table_order(*, run: Run, f: EpisodeFilter, sort: Sort) -> QuerySet:
     if f.config_id is None and sort.key in ("verdict", "agreement"):
         sort = Sort("line", sort.descending)  # a run nobody judged has no verdicts to sort by
     expression = SORTS[sort.key][1]
+    expression = expression(f.config_id) if callable(expression) else expression
     ordering = expression.desc(nulls_last=True) if sort.descending else expression.asc(nulls_last=True)
     episodes = run_table_filtered(run=run, f=f, sort_key=sort.key)
     return episodes.order_by(ordering, "task_order", "id").values_list("pk", flat=True)
@@ -110,23 +124,15 @@ def run_table_rows(episode_ids: list[int], config_id: int | None) -> list[Episod
             .annotate(judge_verdict=F("cj__verdict"), judge_inconsistent=F("cj__inconsistent"),
                       judge_unsupported=F("cj__unsupported_citations"))
             .select_related("task", "site", "verifier_result", "final_label")
-            .only("id", "run_id", "task_order", "status", "steps", "task_kind", "task__task_id", "task__instruction",
-                  "site__slug", "verifier_result__ok", "verifier_result__source", "verifier_result__detail",
-                  "final_label__verdict",
-                  "final_label__adjudicated"))
+            .only("id", "run_id", "task_order", "status", "steps", "screens", "task_kind", "task__task_id",
+                  "task__instruction", "site__slug", "verifier_result__ok", "verifier_result__source",
+                  "verifier_result__detail", "final_label__verdict", "final_label__adjudicated"))
     by_id = {row.pk: row for row in rows}
     return [by_id[pk] for pk in episode_ids if pk in by_id]
 
 
-def screenshot_counts(episode_ids: list[int]) -> dict[int, int]:
-    """Screens per episode (steps and final, not training copies), for the page's rows only."""
-    rows = (Screenshot.objects.filter(episode_id__in=episode_ids).exclude(kind=Screenshot.Kind.ROW)
-            .values("episode_id").annotate(n=Count("id")).values_list("episode_id", "n"))
-    return dict(rows)
-
-
 def run_columns(sort: Sort) -> list[dict]:
     """The sortable column headings, each with the sort value a click on it asks for and its arrow."""
-    return [{"key": key, "heading": heading, "param": sort.toggled(key),
+    return [{"key": key, "heading": heading, "param": sort.toggled(key), "numeric": key in NUMERIC,
              "arrow": ("▼" if sort.descending else "▲") if key == sort.key else ""}
             for key, (heading, _) in SORTS.items()]

@@ -34,7 +34,7 @@ def episode_for_workbench(pk: int, *, evidence: bool = True) -> Episode:
         Prefetch("labels", queryset=labels, to_attr="label_list"),
     )
     if evidence:
-        queryset = queryset.prefetch_related(Prefetch("screenshots", queryset=screenshots, to_attr="screens"))
+        queryset = queryset.prefetch_related(Prefetch("screenshots", queryset=screenshots, to_attr="screen_list"))
     else:
         queryset = queryset.defer("request_log", "data_changes", "screen_text", "actions", "rows_jsonl")
     episode = get_object_or_404(queryset, pk=pk)

@@ -100,7 +100,7 @@ def episode_steps(episode: Episode) -> tuple[list[StepAction], list[Screen]]:
                         getattr(targets.get(n), "box", None),
                         reasoning=reasons[n] if n < len(reasons) else "")
              for n, a in enumerate(actions)]
-    shots = list(getattr(episode, "screens", []))
+    shots = list(getattr(episode, "screen_list", []))
     step_shots = [s for s in shots if s.kind == Screenshot.Kind.STEP]
     taken = screen_actions([s.step for s in step_shots], [s.name for s in step_shots], rows)
     action_of = {s.pk: i for s, i in zip(step_shots, taken, strict=True)}

@@ -186,6 +186,8 @@ class Episode(models.Model):
     row_count = models.PositiveIntegerField(default=0)
     has_rows = models.BooleanField(default=False)
     steps = models.PositiveIntegerField(default=0)
+    screens = models.PositiveIntegerField(default=0, help_text="its step and final screenshots (written with them at "
+                                                               "import): the run table shows and sorts them")
     source_path = models.CharField(max_length=1000, blank=True)
     content_hash = models.CharField(max_length=64, blank=True, help_text="sha256 of the imported files")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -58,6 +58,7 @@ def add_screenshots(episode, steps: int, final: bool = True, size: tuple[int, in
     if final:
         blob = blob_store_image(data=screenshot_png(FINAL_COLOUR, size, "final"))
         Screenshot.objects.create(episode=episode, kind="final", step=steps, name="final.png", blob=blob)
+    type(episode).objects.filter(pk=episode.pk).update(screens=steps + final)  # as the import counts them
 
 
 def shop_episode(run=None, instruction: str = "Search for the red mug and add it to the cart", **extra):

@@ -80,6 +80,7 @@ def test_every_field_of_a_run_dir_lands(full_run):
     assert (final.name, final.step) == ("final.png", 11)
     row = episode.screenshots.get(kind="row")
     assert row.blob_id == final.blob_id  # the same bytes are one blob
+    assert episode.screens == 12  # 11 steps and the final screen, not the row's copy: the run table sorts by it
     assert blob_path(final.blob).read_bytes() == (full_run / "shop-a/final.png").read_bytes()
     assert (final.blob.width, final.blob.height, final.blob.content_type) == (64, 40, "image/png")
 
@@ -141,7 +142,7 @@ def test_a_changed_episode_is_updated_in_place(tmp_path):
     episode = Episode.objects.get()
     assert (episode.pk, episode.answer, episode.request_log) == (first.pk, "now 9 EUR", [])
     assert episode.content_hash != first.content_hash
-    assert episode.screenshots.filter(kind="step").count() == 2
+    assert episode.screenshots.filter(kind="step").count() == 2 and episode.screens == 3
 
 
 def test_tasks_file_is_found_beside_the_run_dir_or_given(tmp_path):

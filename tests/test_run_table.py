@@ -106,3 +106,44 @@ def test_an_unjudged_run_sorts_and_filters_without_a_config(viewer_client):
         response = viewer_client.get(run.get_absolute_url(), query)
         assert response.status_code == 200
     assert _rows(viewer_client.get(run.get_absolute_url(), {"verdicts": "UNJUDGED"}).content.decode()) == ["only-one"]
+
+
+def _headings(html: str) -> list[str]:
+    head = re.search(r"<thead>(.*?)</thead>", html, re.S).group(1)
+    return [re.sub(r"<[^>]+>|[▲▼]", "", cell).strip() for cell in re.findall(r"<th[^>]*>(.*?)</th>", head, re.S)]
+
+
+def test_every_column_shown_sorts_by_what_it_shows(viewer_client, run):
+    """Instruction, Screens and Flags fell back to "sorted by line" without a word."""
+    for n, task_id in ((3, "sb-mail-003"), (1, "sb-shop-001"), (2, "sb-shop-030")):
+        run.episodes.filter(task__task_id=task_id).update(screens=n)  # as the import counts them
+    html = viewer_client.get(run.get_absolute_url()).content.decode()
+    headings = _headings(html)
+    links = re.findall(r'data-sort="(\w+)"', html)
+    assert len(links) == len(headings) and "Instruction" in headings and "Screens" in headings and "Flags" in headings
+    by = {key: _rows(viewer_client.get(run.get_absolute_url(), {"sort": key}).content.decode()) for key in links}
+    assert by["instruction"] == ["sb-mail-003", "sb-mail-009", "sb-shop-001", "sb-shop-017", "sb-shop-030"]
+    assert by["screens"] == ["sb-shop-017", "sb-mail-009", "sb-shop-001", "sb-shop-030", "sb-mail-003"]
+    # riskiest first: the verdict's own parts, unsupported citations, an action task that changed no data, a judge
+    # another says otherwise of, then the rest (review/risk.py)
+    assert by["flags"] == ["sb-shop-017", "sb-mail-003", "sb-mail-009", "sb-shop-001", "sb-shop-030"]
+    descending = viewer_client.get(run.get_absolute_url(), {"sort": "-screens"}).content.decode()
+    assert _rows(descending)[0] == "sb-mail-003" and "sorted by screens (descending)" in descending
+    by_instruction = viewer_client.get(run.get_absolute_url(), {"sort": "instruction"}).content.decode()
+    assert "sorted by instruction" in by_instruction
+
+
+def test_an_unknown_sort_is_refused_with_a_message(viewer_client, run):
+    html = viewer_client.get(run.get_absolute_url(), {"sort": "-colour"}).content.decode()
+    assert "unknown sort &#x27;colour&#x27;: use one of line, task, site" in html and "sorted by line" in html
+    assert len(_rows(html)) == 5
+
+
+@pytest.mark.parametrize("size", [3, 30])
+@pytest.mark.parametrize("sort", ["instruction", "-screens", "flags"])
+def test_the_new_sorts_make_a_fixed_number_of_queries(viewer_client, django_assert_max_num_queries, size, sort):
+    run, config = RunFactory(), JudgeConfigFactory()
+    for _ in range(size):
+        JudgmentFactory(episode=EpisodeFactory(run=run), config=config)
+    with django_assert_max_num_queries(15):
+        viewer_client.get(run.get_absolute_url(), {"sort": sort, "verdicts": "SUCCESS"})

@@ -20,12 +20,12 @@ from review.label_fields import QUEUE_NAME_MAX
 from review.risk import risk_reasons
 from review.roles import Role, require_role
 from review.run_table import (
+    Sort,
     agreement_text,
     run_columns,
     run_table_filtered,
     run_table_order,
     run_table_rows,
-    screenshot_counts,
     sort_parse,
 )
 from taskgen.blobs import BlobError, blob_path, blob_thumbnail_file
@@ -59,11 +59,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
     configs = list(JudgeConfig.objects.order_by("provider", "model", "id"))  # a handful: every one is offered
     config = _config(run, request.GET.get("config"), configs)
-    sort, error = sort_parse(request.GET.get("sort")), ""
-    try:
-        f = episode_filter_parse(request.GET, config_id=config.pk if config else None)
-    except FilterError as exc:
-        f, error = EpisodeFilter(config_id=config.pk if config else None), str(exc)
+    sort, f, error = _sort_and_filter(request, config.pk if config else None)
     f.runs = []  # this page is the run; a saved queue names it
     paginator = Paginator(run_table_order(run=run, f=f, sort=sort), 50)
     paginator.count = total = run.episodes.count()  # counted without the joins the rows need
@@ -78,12 +74,29 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "review/run_detail.html", context)
 
 
+def _sort_and_filter(request: HttpRequest, config_id: int | None) -> tuple[Sort, EpisodeFilter, str]:
+    """The table's sort and filter from the URL; what names no column or no value is said (and sorted by line, or
+    left unfiltered), never silently dropped."""
+    errors = []
+    try:
+        sort = sort_parse(request.GET.get("sort"))
+    except FilterError as exc:
+        sort = Sort("line", False)
+        errors.append(str(exc))
+    try:
+        f = episode_filter_parse(request.GET, config_id=config_id)
+    except FilterError as exc:
+        f = EpisodeFilter(config_id=config_id)
+        errors.append(str(exc))
+    return sort, f, "; ".join(errors)
+
+
 def _rows_with_flags(page, config_id: int | None) -> list:
-    """The page's episodes with their risk flags, screen counts and agreement in words (three queries in all)."""
+    """The page's episodes with their risk flags and agreement in words (two queries in all)."""
     rows = run_table_rows(list(page), config_id)
-    reasons, screens = risk_reasons([e.pk for e in rows], config_id), screenshot_counts([e.pk for e in rows])
+    reasons = risk_reasons([e.pk for e in rows], config_id)
     for episode in rows:
-        episode.reasons, episode.screens = reasons.get(episode.pk, []), screens.get(episode.pk, 0)
+        episode.reasons = reasons.get(episode.pk, [])
         episode.agreement_text = agreement_text(episode.agreement)
     return rows
 

@@ -252,7 +252,8 @@ def episode_save(*, run: Run, task: Task, line: TaskLine, prepared: PreparedEpis
     with transaction.atomic():
         _commit_without_waiting_for_disk()
         new_ids = blob_rows_ensure(images=[image for *_, image in prepared.images if image.sha256 not in blob_ids])
-        values = dict(prepared.values, site_id=task.site_id, task_kind=task.task_kind, task_order=line.order)
+        values = dict(prepared.values, site_id=task.site_id, task_kind=task.task_kind, task_order=line.order,
+                      screens=sum(kind != Screenshot.Kind.ROW for kind, *_ in prepared.images))
         episode_id = _episode_write(run=run, task=task, values=values, existing_id=existing_id)
         Screenshot.objects.bulk_create([
             Screenshot(episode_id=episode_id, kind=kind, step=step, name=name,
