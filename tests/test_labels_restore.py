@@ -65,7 +65,7 @@ BAD_LINES = {  # what each bad line is, and the words its refusal must say
     "a verdict longer than its column": (_label_line(verdict="SUCCESS-AND-MORE-THAN-TWELVE"), "unknown verdict"),
     "a bad timestamp": (_label_line(created_at="yesterday"), "created_at 'yesterday' is not a time"),
     "a list where a run name belongs": (_label_line(run=["lab-run"]), "run must be text, not list"),
-    "a truncated line": (_label_line()[:70], "not JSON"),
+    "a truncated line": (_label_line()[:70], "not JSON (Unterminated string"),
     "an unknown episode": (_label_line(task_id="shop-404"), "no episode 'shop-404' of run 'lab-run'"),
     "an unknown user": (_label_line(reviewer="mallory"), "no user 'mallory' in this database"),
     "verdict PWNED": (_label_line(verdict="PWNED"), "unknown verdict 'PWNED'"),

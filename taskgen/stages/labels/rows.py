@@ -110,7 +110,7 @@ def backup_line_parse(data: bytes) -> dict | None:
     if not data.strip():
         return None
     try:
-        row = json.loads(data.decode("utf-8"))
+        row = json.loads(data.decode("utf-8").rstrip("\r\n"))
     except UnicodeDecodeError as exc:
         raise RowRefused("not UTF-8 text") from exc
     except json.JSONDecodeError as exc:
