@@ -96,7 +96,7 @@ def test_a_10_mb_answer_is_shown_cut_with_a_link_to_the_whole_text(viewer_client
     """Seen: a 10 MB agent answer made a 10.5 MB episode page."""
     answer = "# Findings\n\n" + "The mug costs 12 dollars. " * 400_000
     assert len(answer) > 10_000_000
-    episode = EpisodeFactory(answer=answer, screen_text=["s" * 3_000_000],
+    episode = EpisodeFactory(answer=answer, screen_text=["s" * 3_000_000], task__instruction="Find " + "i" * 1_000_000,
                              actions=[{"type": {"text": "t" * 1_000_000}}],
                              request_log=[{"method": "POST", "path": "/cart", "body": {"q": "b" * 1_000_000}}],
                              data_changes=[{"table": "cart", "op": "update", "before": {"note": "a"},

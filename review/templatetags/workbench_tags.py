@@ -9,6 +9,7 @@ from django import template
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
+from review.page_text import text_clip
 from review.workbench import Request
 
 register = template.Library()
@@ -25,3 +26,9 @@ def _classes(r: Request) -> str:
 def request_rows(requests: list[Request]) -> SafeString:
     return format_html_join("", _ROW, ((r.index, _classes(r), r.index, r.method, r.path, r.params, r.body, r.status)
                                        for r in requests))
+
+
+@register.filter
+def clip(value) -> str:
+    """Long untrusted text cut for the page, saying how much was left out (review/page_text.py); still escaped."""
+    return text_clip(value if isinstance(value, str) else str(value or ""))
