@@ -16,7 +16,7 @@ def review_queue_url_for(episode_ids: Sequence[int]) -> str | None:
 
 def random_sample_episodes(runs) -> set[int] | None:
     """The newest random-sample queue's episodes over these runs, or None when no such queue exists (the validate
-    page then estimates from every final label)."""
+    page then estimates from the labels the certify design drew)."""
     run_ids = {run.pk for run in runs}
     for queue in Queue.objects.filter(kind=Queue.Kind.SAMPLE).order_by("-pk")[:20]:
         scoped = {int(r) for r in (queue.filters or {}).get("runs") or []}

@@ -110,3 +110,22 @@ def test_the_command_refuses_an_unknown_risk(capsys):
     with pytest.raises(SystemExit) as exited:
         call_command("taskgen", "certify", run.name, "--exclude-risk", "nonsense", stderr=err)
     assert exited.value.code == 2 and "unknown risk nonsense" in err.getvalue()
+
+
+def test_validates_sample_estimate_counts_only_the_labels_the_design_drew():
+    """Seen 2 of issue 22: the audit's labels (riskiest first) used to count as a random sample."""
+    from taskgen.stages.validate.service import validate_sample_estimate
+    run, config, truth = judged_run(episodes=30, risky=6)
+    risky = Episode.objects.filter(run=run, judgments__inconsistent=True).values_list("pk", flat=True)
+    label_as_truth(risky, truth)  # the false-positive audit: the riskiest first
+    before = validate_sample_estimate(runs=[run], config=config)
+    assert before["judged_success"]["labelled"] == 0 and before["precision"] is None
+    params = CertifyParams(run=run, judge_config=config)
+    for _ in range(4):
+        label_as_truth(_ids(certificate_compute(params=params, next_count=5)["next"]), truth)
+    cert = certificate_compute(params=params)
+    after = validate_sample_estimate(runs=[run], config=config)
+    assert after["judged_success"]["labelled"] == cert["labels"] > 0
+    assert after["labels_not_counted"] + after["judged_success"]["labelled"] == 26  # the rest wait for the walk
+    low, high = after["precision_ci"]
+    assert low <= sum(truth.values()) / 30 <= high

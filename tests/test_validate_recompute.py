@@ -14,7 +14,7 @@ from review.services import final_label_adjudicate, label_set
 from taskgen.models import Episode, Judgment, VerifierResult
 from taskgen.stages.validate.humans import judge_reviewer_agreement
 from taskgen.stages.validate.service import judges_agreement, validate_compare, validate_compute
-from taskgen.stats import Confusion, Stratum, cohen_kappa, confusion_summary, sample_estimate
+from taskgen.stats import Confusion, cohen_kappa, confusion_summary
 from tests.factories import EpisodeFactory, JudgeConfigFactory, RunFactory, SiteFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -126,15 +126,13 @@ def _expected(world: dict, config, against: str, reviewer=None, other=None) -> d
         "with_truth": totals["with_truth"], "unjudged": totals["with_truth"] - overall.n,
         "unjudged_no_verdict": totals["no_verdict"], "judged_without_truth": totals["judged"] - overall.n,
         "judgments": totals["judgments"], "cost_usd": float(cost), "false_positives": fps,
-        "sample": sample_estimate(Stratum(totals["n_s"], totals["l_s"], totals["t_s"]),
-                                  Stratum(totals["n_f"], totals["l_f"], totals["t_f"]), target_half_width=0.03),
     }
 
 
 def _actual(report) -> dict:
     found = {key: getattr(report, key) for key in ("figures", "episodes_in_runs", "per_site", "per_kind",
                                                    "with_truth", "unjudged", "unjudged_no_verdict",
-                                                   "judged_without_truth", "judgments", "cost_usd", "sample")}
+                                                   "judged_without_truth", "judgments", "cost_usd")}
     return {**found, "false_positives": [row["episode_id"] for row in report.false_positives]}
 
 

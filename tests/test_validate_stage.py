@@ -136,9 +136,9 @@ def test_sample_estimate_counts_strata_by_judge_verdict(run, config):
     for _ in range(4):
         make_episode(run=run, site=site, verdict="SUCCESS", config=config)
     estimate = validate_sample_estimate(runs=[run], config=config)
-    assert estimate["judged_success"] == {"population": 9, "labelled": 4, "true_successes": 3}
-    assert estimate["judged_failure"] == {"population": 1, "labelled": 1, "true_successes": 1}
-    assert estimate["precision"] == 0.75
+    # issue 22: no design drew these labels (nobody opened the run's Certify queue), so none is a sample
+    assert estimate["judged_success"] == {"population": 9, "labelled": 0, "true_successes": 0}
+    assert estimate["precision"] is None and estimate["judged_failures"] is None
     only_two = validate_sample_estimate(runs=[run], config=config, sample=[e.pk for e in labelled[:2]])
     assert only_two["judged_success"]["labelled"] == 2 and only_two["judged_failure"]["labelled"] == 0
 

@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 
 from review.models import CertifyDesign, FinalLabel, LabelVerdict
 from review.risk import STRATA, risk_sets, risk_stratum
-from taskgen.models import Episode, JudgeConfig, Run
+from taskgen.models import Episode, JudgeConfig, Judgment, Run
 from taskgen.stages.certify.bound import StratumCount, design_walk
 from taskgen.stages.export.select import Selection, export_select
 
@@ -113,8 +113,20 @@ def design_build(*, selection: Selection, seed: int) -> Design:
     frame_selection = export_select(run=selection.run, source="judge", judge_config=selection.judge_config,
                                     budget=selection.budget, exclude_risk=selection.exclude_risk, labels_ignored=True,
                                     include_verifier_failed=selection.include_verifier_failed)
-    population = [c.episode_id for c in selection.picked]
-    frame = [c.episode_id for c in frame_selection.picked]
+    return _design(selection=selection, seed=seed, population=[c.episode_id for c in selection.picked],
+                   frame=[c.episode_id for c in frame_selection.picked])
+
+
+def judged_design(*, run: Run, judge_config: JudgeConfig, seed: int) -> Design:
+    """The design over every episode of the run the config judged a success (what validate measures: no export
+    rule leaves any out), in the same strata and the same order as the Certify queue's."""
+    judged = list(Judgment.objects.filter(episode__run=run, config=judge_config, verdict=Judgment.Verdict.SUCCESS)
+                  .order_by("episode_id").values_list("episode_id", flat=True))
+    selection = Selection(run=run, source="judge", judge_config=judge_config, budget=0)
+    return _design(selection=selection, seed=seed, population=judged, frame=judged)
+
+
+def _design(*, selection: Selection, seed: int, population: list[int], frame: list[int]) -> Design:
     everyone = set(population) | set(frame)
     config_id = selection.judge_config.pk if selection.judge_config else None
     sets = risk_sets(Episode.objects.filter(pk__in=everyone), config_id) if everyone else {}

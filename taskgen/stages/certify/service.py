@@ -10,8 +10,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from review.models import CertifyDesign
 from review.risk import RISK_NAMES, RISK_WORDS
-from taskgen.models import Episode, Export, JudgeConfig, Run
+from taskgen.models import Episode, Export, JudgeConfig, Judgment, Run
 from taskgen.stages.certify.bound import (
     METHOD,
     METHOD_REFERENCE,
@@ -20,8 +21,9 @@ from taskgen.stages.certify.bound import (
     labels_needed,
     successes_estimate,
     successes_lower,
+    successes_upper,
 )
-from taskgen.stages.certify.design import Design, design_build, design_seed
+from taskgen.stages.certify.design import Design, design_build, design_seed, judged_design
 from taskgen.stages.export.select import ExportError, Selection, export_select
 
 SOURCES = (Export.Selection.JUDGE, Export.Selection.HUMAN_OVER_JUDGE)
@@ -255,3 +257,46 @@ def gate_refusal_words(certificate: dict) -> str:
             f"{certificate['population']} episodes to write is {lower:.3f}, below the {certificate['target']} asked "
             f"for ({certificate['labels']} labels used); {more}. Label them in the Certify queue of "
             f"{certificate['run']} or see `taskgen certify {certificate['run']}`; nothing was written.")
+
+
+JUDGED_FAILURES_WORDS = ("No random design labels the judged failures (the Certify queue serves judged successes): "
+                         "labels of judged failures were chosen by hand or by risk, so the rate of missed successes, "
+                         "the success rate and recall are not estimated from them.")
+
+
+def design_precision(*, runs: list[Run], config: JudgeConfig, target_half_width: float = 0.03,
+                     confidence: float = 0.95) -> dict:
+    """The precision of the config's judged successes in the runs, from the labels the certify design drew
+    (validate's sample estimate: a label counts only with the probability the design gave it). Runs without a
+    design yet (nobody opened their Certify queue) count their episodes with no label; the runs' bounds are combined
+    by Bonferroni (each at 1 - alpha / (2 runs), two-sided)."""
+    level = 1 - (1 - confidence) / (2 * max(1, len(runs)))
+    total = labelled = successes = not_counted = lower = upper = more = 0
+    estimate: float | None = 0.0
+    for run in runs:
+        seed = CertifyDesign.objects.filter(run=run, judge_config=config).values_list("seed", flat=True).first()
+        size = Judgment.objects.filter(episode__run=run, config=config, verdict=Judgment.Verdict.SUCCESS).count()
+        total += size
+        if seed is None or not size:
+            estimate, upper = None if size else estimate, upper + size
+            continue
+        design = judged_design(run=run, judge_config=config, seed=seed)
+        counts, frame = design.counts(), len(design.frame)
+        labelled += sum(c.labelled for c in counts)
+        successes += sum(c.successes for c in counts)
+        not_counted += sum(s.beyond for s in design.strata)
+        lower += successes_lower(counts, confidence=level) * size / frame
+        upper += successes_upper(counts, confidence=level) * size / frame
+        found = successes_estimate(counts)
+        estimate = None if found is None or estimate is None else estimate + found * size / frame
+        more += labels_needed(counts, reached=lambda c, f=frame: (successes_upper(c, confidence=level)
+                                                                   - successes_lower(c, confidence=level))
+                              / (2 * f) <= target_half_width) or 0
+    ci = (round(lower / total, 4), round(min(upper, total) / total, 4)) if total and labelled else None
+    return {"design": True, "method": METHOD, "judged_success": {"population": total, "labelled": labelled,
+                                                                 "true_successes": successes},
+            "labels_not_counted": not_counted,
+            "precision": None if estimate is None or not total or not labelled else round(estimate / total, 4),
+            "precision_ci": ci, "precision_half_width": None if ci is None else round((ci[1] - ci[0]) / 2, 4),
+            "target_half_width": target_half_width, "more_labels_needed": more, "judged_failures": None,
+            "judged_failures_words": JUDGED_FAILURES_WORDS}

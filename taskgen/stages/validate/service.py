@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from review.models import LabelVerdict
 from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, VerifierResult
+from taskgen.stages.certify.service import design_precision
 from taskgen.stages.validate.summary import summary_available, summary_cells
 from taskgen.stats import (
     REFERENCE_KEYS,
@@ -188,7 +189,8 @@ def _grouped(groups: dict) -> list[dict]:
     return [{"name": name, **confusion_summary(c)} for name, c in sorted(groups.items()) if c.n]
 
 
-def _report(tally: _Tally, *, runs: list[Run], config: JudgeConfig, against: str, reviewer) -> ValidateReport:
+def _report(tally: _Tally, *, runs: list[Run], config: JudgeConfig, against: str, reviewer,
+            sample: dict | None = None) -> ValidateReport:
     overall, total = sum(tally.kinds.values(), Confusion()), tally.totals
     return ValidateReport(
         runs=[run.name for run in runs], config=config.key, against=against,
@@ -196,7 +198,8 @@ def _report(tally: _Tally, *, runs: list[Run], config: JudgeConfig, against: str
         per_site=_grouped(tally.sites), per_kind=_grouped(tally.kinds),
         episodes_in_runs=total["total"], with_truth=total["with_truth"], unjudged=total["with_truth"] - overall.n,
         unjudged_no_verdict=total["no_verdict"], judged_without_truth=total["judged"] - overall.n,
-        judgments=total["judgments"], cost_usd=float(tally.cost), sample=_sample_from(total))
+        judgments=total["judgments"], cost_usd=float(tally.cost),
+        sample=sample if sample is not None else design_precision(runs=runs, config=config))
 
 
 def _episode_list(queryset: QuerySet, condition: Q, limit: int | None) -> list[dict]:
@@ -300,13 +303,15 @@ def validate_compare(*, runs: Iterable[Run], config_a: JudgeConfig, config_b: Ju
             tally_b.add(row, row["oj__verdict"], row["other_cost"])
     common = {"runs": run_list, "against": against, "reviewer": reviewer}
     lists = {"run_ids": run_ids, "against": against, "reviewer": reviewer}
+    sample_a = design_precision(runs=run_list, config=config_a)  # once: the design reads every judged success
     return {
-        "a": _with_lists(_report(tally_a, config=config_a, **common), config=config_a, also_judged_by=config_b,
-                         list_limit=list_limit, **lists),
+        "a": _with_lists(_report(tally_a, config=config_a, sample=sample_a, **common), config=config_a,
+                         also_judged_by=config_b, list_limit=list_limit, **lists),
         "b": _with_lists(_report(tally_b, config=config_b, **common), config=config_b, also_judged_by=config_a,
                          list_limit=list_limit, **lists),
         "agreement": _agreement(rows),
-        "alone": _with_lists(_report(alone, config=config_a, **common), config=config_a, also_judged_by=None,
+        "alone": _with_lists(_report(alone, config=config_a, sample=sample_a, **common), config=config_a,
+                             also_judged_by=None,
                              list_limit=alone_list_limit, **lists),
     }
 
@@ -316,15 +321,17 @@ def validate_compare(*, runs: Iterable[Run], config_a: JudgeConfig, config_b: Ju
 
 def validate_sample_estimate(*, runs: Iterable[Run], config: JudgeConfig, sample=None,
                              target_half_width: float = 0.03) -> dict:
-    """The whole run's precision estimated from a human-labelled random sample, post-stratified by judge verdict.
+    """The whole run's precision estimated from human labels, counting a label only with the probability a random
+    design gave it (issue 22: the false-positive audit serves the riskiest first, so its labels are no sample).
 
-    `sample` is the sampled episodes (a queryset or ids); by default every episode with a final label (which
-    `validate_compute` also reports as `report.sample`). UNSURE labels are left out; the estimate is only as good as
-    the sample is random.
+    By default (what `validate_compute` reports as `report.sample`): the certify design's labels
+    (taskgen/stages/certify/service.py: design_precision; judged failures have no design, and it says so). With
+    `sample`, the episodes of a stratified random-sample queue (drawn by judge verdict with a fixed seed): its
+    labelled members, post-stratified by judge verdict. UNSURE labels are left out.
     """
-    labelled, true = _LABELLED, _LABELLED_TRUE
-    if sample is not None:
-        labelled, true = labelled & Q(id__in=sample), true & Q(id__in=sample)
+    if sample is None:
+        return design_precision(runs=list(runs), config=config, target_half_width=target_half_width)
+    labelled, true = _LABELLED & Q(id__in=sample), _LABELLED_TRUE & Q(id__in=sample)
     yes, no = Q(cj__verdict=SUCCESS), Q(cj__verdict=NOT_SUCCESS)
     episodes = Episode.objects.filter(run_id__in=_run_ids(runs)).annotate(
         cj=FilteredRelation("judgments", condition=Q(judgments__config=config)))
