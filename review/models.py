@@ -124,6 +124,8 @@ class Queue(models.Model):
                                          help_text="sample queues: episodes per judge verdict when drawn (weights)")
     certify = models.JSONField(default=dict, blank=True,
                                help_text="certify queues: the export they certify {source, exclude_risk, target, ...}")
+    check_rate = models.FloatField(default=0.0, help_text="share of the items served that are known-truth checks "
+                                                          "(episodes a verifier decided), unmarked: 0 for none")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -192,6 +194,24 @@ class Reservation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.queue_id}:{self.episode_id} -> {self.reviewer_id}"
+
+
+class ReviewerCheck(models.Model):
+    """A known-truth check served to a reviewer: an episode a verifier decided, mixed into a queue unmarked (issue 22).
+    The reviewer's answer is their first label of it, read from the label's history (the verifier is hidden until
+    they label, so a later change, made with the verifier in view, does not count)."""
+
+    episode = models.ForeignKey(Episode, on_delete=models.PROTECT, related_name="reviewer_checks")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="reviewer_checks")
+    queue = models.ForeignKey(Queue, null=True, blank=True, on_delete=models.SET_NULL, related_name="checks")
+    truth = models.BooleanField(help_text="the verifier's result when the check was served")
+    served_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode", "reviewer"], name="reviewer_check_once")]
+
+    def __str__(self) -> str:
+        return f"check {self.episode_id} for {self.reviewer_id}"
 
 
 # ── validate's summary (issue 12): kept by PostgreSQL triggers, read by taskgen/stages/validate/summary.py ──

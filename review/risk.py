@@ -104,8 +104,10 @@ def risk_rank(config_id: int | None, *, joined: bool = False) -> Case:
     return Case(*whens, default=TIERS, output_field=IntegerField())
 
 
-def risk_reasons(episode_ids: list[int], config_id: int | None) -> dict[int, list[str]]:
-    """Why each of these episodes ranks where it does, in words (one query)."""
+def risk_reasons(episode_ids: list[int], config_id: int | None, *,
+                 verifier: bool = True) -> dict[int, list[str]]:
+    """Why each of these episodes ranks where it does, in words (one query); `verifier=False` leaves the verifier
+    out (a queue that mixes known-truth checks must not show the truth before the reviewer labels)."""
     conditions = risk_conditions(config_id, correlated=True)
     flags = {name: ExpressionWrapper(cond, output_field=BooleanField()) for name, cond in conditions.items()}
     judged = Judgment.objects.filter(episode=OuterRef("pk"))
@@ -114,6 +116,8 @@ def risk_reasons(episode_ids: list[int], config_id: int | None) -> dict[int, lis
     rows = Episode.objects.filter(pk__in=episode_ids).annotate(
         n_unsupported=Subquery(most, output_field=IntegerField()), **flags).values(
         "pk", "n_unsupported", "verifier_result__ok", "verifier_result__detail", *flags)
+    if not verifier:
+        rows = [{**row, "verifier_disagrees": False} for row in rows]
     return {row["pk"]: _reasons_of(row) for row in rows}
 
 

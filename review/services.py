@@ -41,6 +41,7 @@ from review.models import (
     QueueMember,
     Reservation,
 )
+from review.reviewer_quality import check_candidate, check_due, check_held, check_open
 from taskgen.models import Episode, JudgeConfig, Judgment, Run
 
 
@@ -244,11 +245,31 @@ def queue_take_next(*, queue: Queue, reviewer, skip: int | None = None) -> Episo
     # the caller only needs the id (to open the page): never the episode's large evidence columns
     if held_episode := Episode.objects.only("id").filter(pk__in=held).order_by("pk").first():
         return held_episode
+    if held_check := check_held(queue=queue, reviewer=reviewer):
+        return held_check
+    if check_due(queue) and (check := _check_serve(queue=queue, reviewer=reviewer)):
+        return check
     for _attempt in range(20):
         episode = _claim_one(queue=queue, reviewer=reviewer, skip=skip)
         if episode is not False:
             return episode
     return None
+
+
+def _check_serve(*, queue: Queue, reviewer) -> Episode | None:
+    """Reserve a known-truth check for the reviewer in this queue (review/reviewer_quality.py), or None."""
+    episode = check_candidate(queue=queue, reviewer=reviewer)
+    if episode is None:
+        return None
+    with transaction.atomic():
+        # the episode's row first, as an ordinary take locks it: a reviewer taking it as a queue item meanwhile is
+        # skipped past, never waited for (waiting here while they wait on this reservation was a deadlock)
+        if _lockable(Episode.objects.filter(pk=episode.pk).only("id")).first() is None:
+            return None
+        if not _reserve(queue=queue, episode=episode, reviewer=reviewer):
+            return None  # another reviewer reserved it this instant: serve an ordinary item instead
+        check_open(queue=queue, episode=episode, reviewer=reviewer)
+    return episode
 
 
 def _claim_one(*, queue: Queue, reviewer, skip: int | None):

@@ -1,7 +1,7 @@
 """URLs of the review workbench: label and adjudication posts, queues, the adjudication list."""
 from django.urls import path
 
-from review.views import certify, episode, queues
+from review.views import certify, episode, queues, reviewers
 
 urlpatterns = [
     path("episodes/<int:pk>/label/", episode.label_post, name="label_post"),
@@ -14,7 +14,9 @@ urlpatterns = [
     path("queues/<int:pk>/", queues.queue_detail, name="queue_detail"),
     path("queues/<int:pk>/progress/", queues.queue_progress_cell, name="queue_progress"),
     path("queues/<int:pk>/next/", queues.queue_next, name="queue_next"),
+    path("queues/<int:pk>/checks/", queues.queue_check_rate, name="queue_check_rate"),
     path("queues/<int:pk>/previous/<int:episode_pk>/", queues.queue_previous, name="queue_previous"),
     path("queues/<int:pk>/release/", queues.queue_release, name="queue_release"),
     path("adjudication/", queues.adjudication, name="adjudication"),
+    path("reviewers/", reviewers.reviewers, name="reviewers"),
 ]

@@ -338,6 +338,10 @@ except ValueError as exc:
     raise ImproperlyConfigured(f"TASKGEN_EXTERNAL_HARNESSES: {exc}") from exc
 REVIEW_RESERVATION_MINUTES = env_int("TASKGEN_RESERVATION_MINUTES", 5, minimum=1)
 SAMPLE_SEED = env_int("TASKGEN_SAMPLE_SEED", 20261202)
+# the accuracy on known-truth checks below which a reviewer's labels are flagged in adjudication (issue 22)
+REVIEWER_MIN_ACCURACY = env_float("TASKGEN_REVIEWER_MIN_ACCURACY", 0.8)
+if not 0 < REVIEWER_MIN_ACCURACY <= 1:
+    raise ImproperlyConfigured(f"TASKGEN_REVIEWER_MIN_ACCURACY={REVIEWER_MIN_ACCURACY} must be above 0 and at most 1")
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie

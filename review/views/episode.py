@@ -1,6 +1,7 @@
 """The episode page as a review workbench, and the label and adjudication posts made from it."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -13,6 +14,7 @@ from review.final_label_rule import UNSURE_RULE, final_label_state
 from review.label_fields import NOTE_MAX, REASON_MAX, TAG_MAX, TAGS_MAX
 from review.models import LabelVerdict, Queue, Reservation
 from review.page_text import CELL_SHOWN, episode_whole_text, page_text
+from review.reviewer_quality import reviewers_below, verifier_hidden
 from review.roles import Role, has_role, require_role
 from review.services import ReviewError, final_label_adjudicate, label_set
 from review.workbench_steps import agent_run, episode_steps, screen_text_kind
@@ -39,14 +41,18 @@ def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | Non
     my_label = next((lb for lb in episode.label_list if lb.reviewer_id == request.user.pk), None)
     can_review = has_role(request.user, Role.REVIEWER)
     blind = bool(queue and queue.blind and can_review and my_label is None)
+    hide_verifier = verifier_hidden(queue=queue, can_review=can_review, labelled=my_label is not None)
     reqs, chgs = (workbench.requests(episode), workbench.changes(episode)) if evidence else ([], [])
     step_actions, screens = episode_steps(episode) if evidence else ([], [])
     step_files = {s.name.lower(): s.step.number for s in screens if s.step}
     judged = workbench.judgments_with_citations(episode, reqs, chgs, step_files, cite=evidence)
     final = getattr(episode, "final_label", None)  # None when there is none (the related lookup raises)
+    others = [lb for lb in episode.label_list if lb.reviewer_id != request.user.pk]
+    # an adjudicator weighs each label: those of reviewers below the accuracy set for known-truth checks are flagged
+    flagged = reviewers_below() if others and has_role(request.user, Role.ADJUDICATOR) else set()
     return {
-        "episode": episode, "queue": queue, "blind": blind, "my_label": my_label,
-        "other_labels": [lb for lb in episode.label_list if lb.reviewer_id != request.user.pk],
+        "episode": episode, "queue": queue, "blind": blind, "verifier_hidden": hide_verifier, "my_label": my_label,
+        "other_labels": others, "flagged_reviewers": flagged, "min_accuracy": settings.REVIEWER_MIN_ACCURACY,
         "screens": screens, "step_actions": step_actions, "screen_text_kind": screen_text_kind(episode, screens),
         "agent_run": agent_run(episode.extra),
         "requests": reqs, "noise_count": sum(r.is_noise for r in reqs), "changes": chgs, "judged": judged,
@@ -120,7 +126,8 @@ def label_post(request: HttpRequest, pk: int) -> HttpResponse:
         if error:
             messages.error(request, error)
         return redirect(_episode_url(pk, queue))
-    reveal = bool(queue and queue.blind)  # the judge panel was hidden: send it along, with its evidence links
+    # the judge panel (or its verifier, in a queue that mixes checks) was hidden: send it along, with its evidence links
+    reveal = bool(queue and (queue.blind or queue.check_rate > 0))
     episode = workbench.episode_for_workbench(pk, evidence=reveal)
     context = workbench_context(request, episode, queue, evidence=reveal)
     context.update(label_error=error, reveal=reveal)

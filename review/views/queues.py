@@ -15,6 +15,7 @@ from review.episode_filters import describe, filter_form_choices
 from review.final_label_rule import UNSURE_RULE, final_label_state, needs_adjudication
 from review.label_fields import QUEUE_NAME_MAX
 from review.models import Label, LabelVerdict, Queue, Reservation
+from review.reviewer_quality import QualityError, queue_check_rate_set, reviewer_accuracy
 from review.risk import RISK_NAMES, RISK_WORDS, risk_reasons
 from review.roles import Role, require_role
 from review.services import (
@@ -26,6 +27,7 @@ from review.services import (
     queues_builtin_ensure,
     reservation_release,
 )
+from review.views.reviewers import accuracy_chosen
 from taskgen.models import Episode
 from taskgen.stages.certify.service import SOURCES as CERTIFY_SOURCES
 from taskgen.text_input import field_refused
@@ -117,7 +119,7 @@ def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
     upcoming = queues.queue_first(queue, open_episodes, 50)
     held = dict(Reservation.objects.filter(queue=queue, episode__in=[e.pk for e in upcoming])
                 .values_list("episode_id", "reviewer__username"))
-    reasons = risk_reasons([e.pk for e in upcoming], queue.judge_config_id)
+    reasons = risk_reasons([e.pk for e in upcoming], queue.judge_config_id, verifier=not queue.check_rate)
     for episode in upcoming:
         episode.held_by, episode.reasons = held.get(episode.pk), reasons.get(episode.pk, [])
     context = {"queue": queue, "upcoming": upcoming,
@@ -127,6 +129,21 @@ def queue_detail(request: HttpRequest, pk: int) -> HttpResponse:
         context.update(cert=certify_queue_certificate(queue, cuts=True), certify_sources=CERTIFY_SOURCES,
                        certify_risks=[(name, RISK_WORDS[name]) for name in RISK_NAMES])
     return render(request, "review/queue_detail.html", context)
+
+
+@require_POST
+@require_role(Role.ADJUDICATOR)
+def queue_check_rate(request: HttpRequest, pk: int) -> HttpResponse:
+    """Set the share of the queue's served items that are known-truth checks (adjudicators: reviewer quality)."""
+    queue = get_object_or_404(Queue, pk=pk)
+    try:
+        queue_check_rate_set(queue=queue, rate=request.POST.get("check_rate", ""))
+    except QualityError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Known-truth checks: {queue.check_rate:.0%} of the items served from this queue."
+                         if queue.check_rate else "This queue serves no known-truth checks.")
+    return redirect(queue)
 
 
 @require_POST
@@ -171,13 +188,21 @@ def queue_release(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @require_role(Role.ADJUDICATOR)
 def adjudication(request: HttpRequest) -> HttpResponse:
-    """Episodes whose labels disagree (or are all unsure) and that no adjudicator has settled yet."""
+    """Episodes whose labels disagree (or are all unsure) and that no adjudicator has settled yet; the labels of
+    reviewers below the accuracy chosen (`?accuracy=`, on known-truth checks) are flagged."""
+    threshold, basis, error = accuracy_chosen(request)
+    rows = reviewer_accuracy(intervals=basis == "upper")
+    below = {row.reviewer_id: row for row in rows if row.below(threshold, basis)}
+    labels = Label.objects.select_related("reviewer").only("episode_id", "verdict", "reviewer__username")
     episodes = list(Episode.objects.filter(needs_adjudication()).select_related("task", "site", "run")
-                    .prefetch_related(Prefetch("labels", queryset=Label.objects.only("episode_id", "verdict"),
-                                               to_attr="label_list"))
+                    .prefetch_related(Prefetch("labels", queryset=labels, to_attr="label_list"))
                     .order_by("id")[:200])
     for episode in episodes:
         verdicts = [label.verdict for label in episode.label_list]
         episode.n_success, episode.n_not, episode.n_unsure = (verdicts.count(v) for v in LabelVerdict.values)
         episode.state = final_label_state(final=None, verdicts=verdicts)
-    return render(request, "review/adjudication.html", {"episodes": episodes, "unsure_rule": UNSURE_RULE})
+        episode.flagged = [(label, below[label.reviewer_id]) for label in episode.label_list
+                           if label.reviewer_id in below]
+    return render(request, "review/adjudication.html", {"episodes": episodes, "unsure_rule": UNSURE_RULE,
+                                                         "threshold": threshold, "basis": basis, "error": error,
+                                                         "flagged_reviewers": len(below)})

@@ -31,7 +31,7 @@ def _pages_worth_visiting() -> list[str]:
     queues_builtin_ensure()
     other = EpisodeFactory(run=run)
     return ["/", run.get_absolute_url(), episodes[0].get_absolute_url(), other.get_absolute_url(), "/queues/",
-            "/validate/", "/adjudication/", "/pipeline/", "/exports/", "/sites/", "/admin/"]
+            "/validate/", "/adjudication/", "/reviewers/", "/pipeline/", "/exports/", "/sites/", "/admin/"]
 
 
 def test_every_page_runs_under_the_csp_without_a_violation(page, live_server):
