@@ -2,8 +2,9 @@
 its `check_rate`, unmarked, and each reviewer's accuracy on them is measured with an exact binomial interval.
 
 - Serving: when a reviewer takes the next item, a check is due with probability `check_rate` (an unpredictable
-  draw, so nothing tells a check from an ordinary item); it is an episode with a verifier result from the queue's
-  runs (any run when those have none) that the reviewer has neither labelled nor been checked on. In a queue that
+  draw, so nothing tells a check from an ordinary item); it is an episode with a verifier result that the reviewer
+  has neither labelled nor been checked on: one the queue covers if there is any (so it looks like the queue's items:
+  an audit's are all judged successes), else one of the queue's runs, else any. In a queue that
   mixes checks the verifier stays hidden on every item until the reviewer labels it (`verifier_hidden`), and the
   queue page leaves the verifier out of its reasons, so a check looks like any other item.
 - Answer: the reviewer's first label of the check's episode, read from the label's history (`LabelChange`, the
@@ -27,6 +28,7 @@ from django.db.models import Exists, Max, Min, OuterRef, QuerySet, Subquery
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
+from review import queues
 from review.final_label_rule import final_verdict_of_labels
 from review.models import (
     FinalLabel,
@@ -92,6 +94,9 @@ def _pool(queue: Queue, reviewer) -> QuerySet[Episode]:
         Exists(Label.objects.filter(episode=OuterRef("pk"), reviewer=reviewer))).exclude(
         Exists(ReviewerCheck.objects.filter(episode=OuterRef("pk"), reviewer=reviewer))).exclude(
         Exists(Reservation.objects.filter(queue=queue, episode=OuterRef("pk"), expires_at__gt=timezone.now())))
+    in_scope = known.filter(pk__in=queues.queue_scope(queue).order_by().values("pk"))
+    if in_scope.exists():  # episodes the queue itself covers look most like its items (an audit's are all SUCCESS)
+        return in_scope
     runs = [queue.run_id] if queue.run_id else [int(r) for r in (queue.filters or {}).get("runs") or []]
     if not runs and queue.has_members:
         runs = list(QueueMember.objects.filter(queue=queue).values_list("episode__run_id", flat=True).distinct())

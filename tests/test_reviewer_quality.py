@@ -18,8 +18,8 @@ from review.reviewer_quality import (
     reviewers_below,
     share_check,
 )
-from review.services import label_set, queue_create_from_filters, queue_take_next
-from taskgen.models import VerifierResult
+from review.services import label_set, queue_create_from_filters, queue_take_next, queues_builtin_ensure
+from taskgen.models import Judgment, VerifierResult
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -226,3 +226,22 @@ def test_adjudication_flags_the_labels_of_reviewers_below_the_accuracy(client, r
     assert "bad: Not success" not in client.get(reverse("review:adjudication"), {"accuracy": "0.4"}).content.decode()
     page = client.get(episodes[1].get_absolute_url()).content.decode()
     assert page.count("reviewer below 0.8 accuracy") == 1  # bad's label, on the page where the adjudicator decides
+
+
+def test_a_check_comes_from_what_the_queue_covers_when_it_can(run_with_truth):
+    """In the false-positive audit (judged successes only) a check is a judged success too, so its verdict does not
+    give it away; a queue whose episodes have no verifier takes checks from its run, then from any run."""
+    run, episodes = run_with_truth
+    known_failures = [e for e in episodes if getattr(e, "verifier_result", None) is not None]
+    Judgment.objects.filter(episode__in=known_failures[1:]).update(verdict="NOT SUCCESS")
+    queues_builtin_ensure()
+    audit = Queue.objects.get(builtin=True, kind=Queue.Kind.FALSE_POSITIVE, run=run)
+    audit.check_rate = 1.0
+    audit.save()
+    ann = UserFactory(username="ann", role="reviewer")
+    assert queue_take_next(queue=audit, reviewer=ann).pk == known_failures[0].pk
+    other_run = RunFactory(name="no-verifier")
+    EpisodeFactory(run=other_run)
+    elsewhere = _queue(other_run, 1.0)
+    served = queue_take_next(queue=elsewhere, reviewer=ann)
+    assert served.run_id == run.pk and served.pk != known_failures[0].pk  # no verifier in its run: any run's
