@@ -54,6 +54,7 @@ SORTS = {
     "instruction": ("Instruction", F("task__instruction")),
     "steps": ("Steps", F("steps")),
     "screens": ("Screens", F("screens")),
+    "ended": ("Ended", F("finished")),
     "verdict": ("Judge verdict", F("cj__verdict")),
     "verifier": ("Verifier", F("verifier_result__ok")),
     "final": ("Final label", F("final_label__verdict")),
@@ -124,9 +125,10 @@ def run_table_rows(episode_ids: list[int], config_id: int | None) -> list[Episod
             .annotate(judge_verdict=F("cj__verdict"), judge_inconsistent=F("cj__inconsistent"),
                       judge_unsupported=F("cj__unsupported_citations"))
             .select_related("task", "site", "verifier_result", "final_label")
-            .only("id", "run_id", "task_order", "status", "steps", "screens", "task_kind", "task__task_id",
-                  "task__instruction", "site__slug", "verifier_result__ok", "verifier_result__source",
-                  "verifier_result__detail", "final_label__verdict", "final_label__adjudicated"))
+            .only("id", "run_id", "task_order", "status", "finished", "end_step", "end_reason", "steps", "screens",
+                  "task_kind", "task__task_id", "task__instruction", "site__slug", "verifier_result__ok",
+                  "verifier_result__source", "verifier_result__detail", "final_label__verdict",
+                  "final_label__adjudicated"))
     by_id = {row.pk: row for row in rows}
     return [by_id[pk] for pk in episode_ids if pk in by_id]
 

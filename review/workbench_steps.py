@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from review.page_text import text_clip
+from review.page_text import PAGE_SHOWN, text_clip
 from taskgen.citations import evidence_text
 from taskgen.models import Episode, Screenshot
 from taskgen.steps import Target, rows_steps, screen_actions, targets_recorded
@@ -39,6 +39,39 @@ class StepAction:
     box: tuple[int, int, int, int] | None
     screen: str = ""  # the file name of the screen it was taken from, when there is one
     reasoning: str = ""  # a model agent's reasoning for this action (untrusted text: templates escape it)
+    given: AgentView | None = None  # what the agent was given at this step, where the harness recorded it
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """What the agent was given at one step (grade_inputs.json `observations`): the page's address and title, its
+    numbered elements as the agent read them, and the page's text; each cut to what a page can show."""
+
+    url: str
+    title: str
+    elements: list[str]
+    elements_total: int
+    text: str
+    text_total: int
+
+
+ELEMENTS_SHOWN = 400  # element lines of one step on the page
+
+
+def agent_views(extra) -> dict[int, AgentView]:
+    """Each step's AgentView by step number (from 1); {} when the harness recorded none."""
+    recorded = extra.get("observations") if isinstance(extra, dict) else None
+    views = {}
+    for n, seen in enumerate(recorded if isinstance(recorded, list) else [], start=1):
+        if not isinstance(seen, dict):
+            continue
+        step = seen.get("step") if isinstance(seen.get("step"), int) else n
+        lines = [str(line) for line in seen.get("elements") or []] if isinstance(seen.get("elements"), list) else []
+        text = str(seen.get("text") or "")
+        views[step] = AgentView(text_clip(str(seen.get("url") or "")), text_clip(str(seen.get("title") or "")),
+                                [text_clip(line, 500) for line in lines[:ELEMENTS_SHOWN]], len(lines),
+                                text_clip(text, PAGE_SHOWN), len(text))
+    return views
 
 
 @dataclass
@@ -95,10 +128,10 @@ def episode_steps(episode: Episode) -> tuple[list[StepAction], list[Screen]]:
     """The episode's steps (one per action) and its screens in order, each step screen tied to its step."""
     targets, rows = _targets(episode)
     actions = _as_recorded(episode.actions if isinstance(episode.actions, list) else [], rows)
-    reasons = agent_reasoning(episode.extra)
+    reasons, given = agent_reasoning(episode.extra), agent_views(episode.extra)
     steps = [StepAction(n + 1, text_clip(action_line(a)), text_clip(target_label(targets.get(n))),
                         getattr(targets.get(n), "box", None),
-                        reasoning=reasons[n] if n < len(reasons) else "")
+                        reasoning=reasons[n] if n < len(reasons) else "", given=given.get(n + 1))
              for n, a in enumerate(actions)]
     shots = list(getattr(episode, "screen_list", []))
     step_shots = [s for s in shots if s.kind == Screenshot.Kind.STEP]
@@ -115,12 +148,14 @@ def episode_steps(episode: Episode) -> tuple[list[StepAction], list[Screen]]:
     return steps, screens
 
 
-def screen_text_kind(episode: Episode, screens: list[Screen]) -> dict:
+def screen_text_kind(episode: Episode, screens: list[Screen], recorded_here: bool = False) -> dict:
     """What the recorded `seen` text is, so the page names it right: the last page's text when the harness kept a
-    page's text per step; otherwise (one entry, no screenshots) it is whatever the run recorded, and runs from the
-    live web such as Online-Mind2Web record the agent's last thought there, not the page."""
+    page's text per step (or recorded the episode here); otherwise (one entry, no screenshots) it is whatever the
+    run recorded, and runs from the live web such as Online-Mind2Web record the agent's last thought there."""
     seen = episode.screen_text if isinstance(episode.screen_text, list) else []
-    if screens or len(seen) > 1:
+    if recorded_here and not seen:
+        return {"title": "Screen text at the end", "note": "The episode ended before the agent saw a page."}
+    if screens or len(seen) > 1 or recorded_here:
         return {"title": "Screen text at the end", "note": "The text of the last page the agent saw."}
     return {"title": "Last recorded text (not necessarily the page)",
             "note": "This run kept one text for the episode and no screenshots: runs from the live web (such as "

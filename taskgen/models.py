@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from taskgen.endings import Ending, ending_of
+
 
 class Site(models.Model):
     """A website tasks are attempted on (a sandbox site, or a real site named in an imported tasks file)."""
@@ -164,7 +166,7 @@ class Episode(models.Model):
 
     class Status(models.TextChoices):
         RECORDED = "recorded", "recorded"
-        FAILED = "failed", "failed (harness error)"
+        FAILED = "failed", "failed"  # its ending says why (taskgen/endings.py), its failure_reason in words
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="episodes")
     task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="episodes")
@@ -173,6 +175,11 @@ class Episode(models.Model):
     task_order = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.RECORDED)
     failure_reason = models.TextField(blank=True)
+    # How it ended, as the harness recorded it (grade_inputs.json or rows/episode.json; taskgen/endings.py names the
+    # kinds): "" for a run dir that does not say.
+    finished = models.CharField(max_length=40, blank=True)
+    end_reason = models.TextField(blank=True)
+    end_step = models.PositiveIntegerField(null=True, blank=True)
     # grade_inputs.json: {actions, answer, log, changes, seen}; anything else it held goes to `extra`.
     actions = models.JSONField(default=list, blank=True)
     answer = models.TextField(blank=True)
@@ -209,6 +216,11 @@ class Episode(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("review:episode_detail", args=[self.pk])
+
+    @property
+    def ending(self) -> Ending:
+        """How the episode ended: its kind, step and reason."""
+        return ending_of(finished=self.finished, end_reason=self.end_reason, end_step=self.end_step)
 
     @property
     def last_screen_text(self) -> str:

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from review import workbench
+from review.episode_outcome import in_sandbox, time_lines, verifier_view
 from review.final_label_rule import UNSURE_RULE, final_label_state
 from review.label_fields import NOTE_MAX, REASON_MAX, TAG_MAX, TAGS_MAX
 from review.models import LabelVerdict, Queue, Reservation
@@ -53,8 +54,10 @@ def workbench_context(request: HttpRequest, episode: Episode, queue: Queue | Non
     return {
         "episode": episode, "queue": queue, "blind": blind, "verifier_hidden": hide_verifier, "my_label": my_label,
         "other_labels": others, "flagged_reviewers": flagged, "min_accuracy": settings.REVIEWER_MIN_ACCURACY,
-        "screens": screens, "step_actions": step_actions, "screen_text_kind": screen_text_kind(episode, screens),
-        "agent_run": agent_run(episode.extra),
+        "screens": screens, "step_actions": step_actions,
+        "screen_text_kind": screen_text_kind(episode, screens, in_sandbox(episode)),
+        "agent_run": agent_run(episode.extra), "time_lines": time_lines(episode),
+        "verifier": verifier_view(episode), "in_sandbox": in_sandbox(episode),
         "requests": reqs, "noise_count": sum(r.is_noise for r in reqs), "changes": chgs, "judged": judged,
         "primary": _primary_judgment(judged, queue),
         "final_state": final_label_state(final=final, verdicts=[lb.verdict for lb in episode.label_list]),

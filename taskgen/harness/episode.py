@@ -13,7 +13,8 @@ from django.conf import settings
 from sandbox.evidence import COOKIE
 from sandbox.models import SandboxSession
 from sandbox.verifiers import VerifierError, verifier_evaluate
-from taskgen.harness.agents import Agent, AgentStop
+from taskgen.harness.agent_errors import AgentError, AgentStop
+from taskgen.harness.agents import Agent
 from taskgen.harness.browser import HarnessError, browser_context, in_browser_thread
 from taskgen.harness.observe import TEXT_CAP, Observation, observe
 from taskgen.harness.rundir import EpisodeRecord
@@ -55,15 +56,23 @@ def episode_run(*, task: dict, agent: Agent, base_url: str, max_steps: int = 20,
     try:
         with clock.phase("agent"):
             agent.start(task)
-        in_browser_thread(_drive, record, agent, session.token, base_url, max_steps, clock)
-    except Exception as exc:  # one episode's failure is recorded, never the end of the run
-        record.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
-        record.finished = "error"
+    except AgentError as exc:  # the agent cannot attempt this task: an outcome with its reason, not an error
+        record.finished, record.end_reason = "cannot_attempt", str(exc)[:2000]
+    else:
+        _attempt(record, agent, session.token, base_url, max_steps, clock)
     with clock.phase("app"):
         _collect_evidence(record, session)
     record.timings = {**clock.spent, "sandbox_server": server_seconds() - served_before}
     _agent_report(record, agent)
     return record
+
+
+def _attempt(record: EpisodeRecord, agent: Agent, token: str, base_url: str, max_steps: int, clock: _Clock) -> None:
+    try:
+        in_browser_thread(_drive, record, agent, token, base_url, max_steps, clock)
+    except Exception as exc:  # one episode's failure is recorded, never the end of the run
+        record.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
+        record.finished, record.end_reason = "error", record.error  # at record.end_step, the step it was on
 
 
 class SiteServerErrors:
@@ -118,39 +127,55 @@ def _agent_report(record: EpisodeRecord, agent: Agent) -> None:
 
 def _loop(record: EpisodeRecord, agent: Agent, page, base_url: str, max_steps: int, clock: _Clock,
           server_errors: SiteServerErrors) -> None:
-    record.finished = "step_limit"
-    record.end_reason = f"the step limit ({max_steps}) was reached"
     started = time.monotonic()
-    for step in range(1, max_steps + 1):
-        _time_check(clock, started, step)
-        with clock.phase("browser"):  # the sub-phases (screenshot, observe, act) are for the benchmark
-            with clock.phase("screenshot"):
-                shot = page.screenshot(type="png")
-            with clock.phase("observe"):
-                obs = observe(page, step, shot)
-        try:
-            with clock.phase("agent"):
-                action = agent.act(obs)
-        except AgentStop as stop:  # the agent named what it cannot do here: the episode ends, cleanly
-            record.finished, record.end_reason = stop.finished, stop.reason
-            action = {"done": {"reason": stop.reason}}
-        record.shots.append(shot)
-        record.seen.append(obs.text)
-        if target := obs.target(action, len(record.actions)):
-            record.targets.append(target)
-        record.actions.append(action)
-        name, params = next(iter(action.items()))
-        if name != "invalid":  # a step the model could not phrase is the judge's evidence, never a training row
-            record.rows.append(_row(record, obs, action, step))
-        if name == "done":
-            if record.finished == "step_limit":
-                record.finished, record.end_reason = "done", ""
-            return
-        if name == "invalid":  # an answer the model could not phrase twice: a failed step, nothing to execute
-            continue
+    try:
+        for step in range(1, max_steps + 1):
+            record.end_step = step
+            _time_check(clock, started, step)
+            if _step(record, agent, page, base_url, step, clock, server_errors):
+                return
+        record.finished = "step_limit"
+        record.end_reason = f"the step limit ({max_steps}) was reached"
+    finally:
+        deciding = clock.spent.get("agent", 0.0)
+        record.time = {"episode_seconds": round(time.monotonic() - started - deciding, 1),
+                       "episode_limit": settings.HARNESS_EPISODE_SECONDS, "agent_seconds": round(deciding, 1),
+                       "agent_limit": settings.AGENT_MODEL_SECONDS}
+
+
+def _step(record: EpisodeRecord, agent: Agent, page, base_url: str, step: int, clock: _Clock,
+          server_errors: SiteServerErrors) -> bool:
+    """One step: observe, let the agent act, carry the action out; True when the episode ends here."""
+    with clock.phase("browser"):  # the sub-phases (screenshot, observe, act) are for the benchmark
+        with clock.phase("screenshot"):
+            shot = page.screenshot(type="png")
+        with clock.phase("observe"):
+            obs = observe(page, step, shot)
+    record.observations.append(agent.shown(obs) if hasattr(agent, "shown") else obs.shown())
+    try:
+        with clock.phase("agent"):
+            action = agent.act(obs)
+    except AgentStop as stop:  # the agent named what it cannot do here: the episode ends, cleanly
+        record.finished, record.end_reason = stop.finished, stop.reason
+        action = {"done": {"reason": stop.reason}}
+    record.shots.append(shot)
+    record.seen.append(obs.text)
+    if target := obs.target(action, len(record.actions)):
+        record.targets.append(target)
+    record.actions.append(action)
+    name, params = next(iter(action.items()))
+    if name != "invalid":  # a step the model could not phrase is the judge's evidence, never a training row
+        record.rows.append(_row(record, obs, action, step))
+    if name == "done":
+        reason = str((params or {}).get("reason") or "")
+        if not record.finished:  # a done with a reason is the agent giving up, and saying why
+            record.finished, record.end_reason = ("gave_up", reason) if reason else ("done", "")
+        return True
+    if name != "invalid":  # an answer the model could not phrase twice: a failed step, nothing to execute
         with clock.phase("browser"), clock.phase("act"):
             _execute(record, page, base_url, name, params or {})
         server_errors.raise_if_any()
+    return False
 
 
 def _time_check(clock: _Clock, started: float, step: int) -> None:

@@ -122,6 +122,13 @@ class ModelAgent:
         lines = [f"step {s['step']}: {s['action_text']} -> {s['outcome']}" for s in recent]
         return "\n".join(lines) or "(nothing yet: this is the first step)"
 
+    def shown(self, observation: Observation) -> dict:
+        """What the model is given at this step besides its task and history (for the record): the page's address
+        and title, the element list and the page text, capped as the prompt has them."""
+        return {"step": observation.step, "url": observation.url, "title": observation.title,
+                "elements": element_list(observation.elements).splitlines(),
+                "text": observation.text[: settings.AGENT_TEXT_CHARS]}
+
     def render(self, observation: Observation) -> str:
         """The step prompt for this observation."""
         text = observation.text[: settings.AGENT_TEXT_CHARS]

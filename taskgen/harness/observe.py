@@ -75,6 +75,12 @@ class Observation:
                 "name": element_name(element),
                 "box": element.get("box")}
 
+    def shown(self) -> dict:
+        """What an agent that reads the whole observation is given at this step (for the record): the page's
+        address, title, its numbered elements as the rows list them, and its text."""
+        return {"step": self.step, "url": self.url, "title": self.title, "elements": self.element_lines(),
+                "text": self.text}
+
     def element_lines(self) -> list[str]:
         """The numbered list as an LLM agent would read it: `[3] button "Add to cart"`."""
         lines = []

@@ -23,8 +23,11 @@ class EpisodeRecord:
     targets: list[dict] = field(default_factory=list)  # the element each click/type/select named, with its box
     verifier: dict | None = None  # {ok, parts}
     error: str = ""
-    finished: str = ""  # done | step_limit | error | bad_element | off_site
+    finished: str = ""  # how it ended: taskgen/endings.py lists the kinds (done, step_limit, error, ...)
     end_reason: str = ""  # why it ended, in words, when not by the agent's own done
+    end_step: int = 0  # the step it ended at (0: before the first step)
+    observations: list[dict] = field(default_factory=list)  # per step, what the agent was given: url, elements, text
+    time: dict = field(default_factory=dict)  # the episode's browser time and the agent's own, each with its limit
     agent_steps: list[dict] = field(default_factory=list)  # a model agent's: prompt, raw output, reasoning, tokens
     agent_run: dict = field(default_factory=dict)  # a model agent's: provider, model, prompt version, tokens, cost
     timings: dict = field(default_factory=dict)
@@ -52,8 +55,13 @@ def episode_write(*, record: EpisodeRecord, run_dir: Path) -> Path:
     if record.agent_steps:  # beside the reference's keys too: the review page shows each step's reasoning
         grade["agent_steps"] = record.agent_steps
         grade["agent_run"] = record.agent_run
-    if record.end_reason:
-        grade["end_reason"] = record.end_reason
+    # how it ended, at which step, in what time, and what the agent was given at each step: beside the reference's
+    # keys too (its readers ignore them); the importer keeps them and the episode page says them
+    grade.update({"finished": record.finished, "end_reason": record.end_reason, "end_step": record.end_step})
+    if record.time:
+        grade["time"] = record.time
+    if record.observations:
+        grade["observations"] = record.observations
     _dump(ep / "grade_inputs.json", grade)
     row_images = {row["image"] for row in record.rows}
     for n, png in enumerate(record.shots, start=1):
@@ -75,6 +83,7 @@ def episode_summary(record: EpisodeRecord) -> dict:
                "ok": None if record.verifier is None else record.verifier["ok"], "error": record.error}
     if record.end_reason:
         summary["end_reason"] = record.end_reason
+    summary["end_step"] = record.end_step
     if record.agent_run:  # a model agent's model, prompt version, tokens and cost
         summary.update({k: record.agent_run[k] for k in ("model", "prompt_version", "input_tokens", "output_tokens",
                                                         "cost_usd")})

@@ -100,7 +100,11 @@ def test_attempt_writes_a_run_dir_imports_it_and_records_a_crash_as_failed(chrom
 def _assert_run_dir(run_dir):
     ep = run_dir / "sb-booking-012"
     grade = json.loads((ep / "grade_inputs.json").read_text())
-    assert set(grade) == {"actions", "answer", "log", "changes", "seen", "targets"}
+    assert set(grade) == {"actions", "answer", "log", "changes", "seen", "targets", "finished", "end_reason",
+                          "end_step", "time", "observations"}
+    assert (grade["finished"], grade["end_step"]) == ("done", len(grade["actions"]))
+    assert [o["step"] for o in grade["observations"]] == list(range(1, len(grade["actions"]) + 1))
+    assert grade["observations"][0]["url"].endswith("/sites/booking/") and grade["observations"][0]["elements"]
     # every action that named an element by its index is recorded with the element's name and box on its screen
     indexed = [n for n, a in enumerate(grade["actions"]) if "index" in (next(iter(a.values())) or {})]
     assert [t["action"] for t in grade["targets"]] == indexed and all(t["name"] for t in grade["targets"])

@@ -139,7 +139,7 @@ def test_the_step_limit_ends_the_episode_with_the_reason(live_server, fake_opena
     fake_openai.answer = SolutionPolicy(task, extra=[{"scroll": {"direction": "down"}}] * 10)
     record = _run(task, live_server, max_steps=3)
     assert record.error == "" and record.finished == "step_limit" and len(record.actions) == 3
-    assert record.end_reason == "the step limit (3) was reached"
+    assert record.end_reason == "the step limit (3) was reached" and record.end_step == 3
     assert "STEP 3 of at most 3" in fake_openai.requests[-1]["body"]["messages"][1]["content"][0]["text"]
 
 
@@ -150,6 +150,8 @@ def test_a_model_server_that_is_down_fails_the_episode_with_the_reason(live_serv
     record = _run(_task("sb-shop-001"), live_server, base_url=f"http://127.0.0.1:{port}/v1")
     assert record.finished == "error" and "the model failed at step 1" in record.error
     assert "unreachable" in record.error and record.rows == []
+    # what ended it, at which step: the harness's error at step 1 (its end reason read "step limit" before)
+    assert record.end_reason == record.error and record.end_step == 1
 
 
 def test_a_text_only_model_gets_no_screenshot(live_server, fake_openai):

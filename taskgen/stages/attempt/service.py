@@ -123,7 +123,8 @@ def attempt_episode(*, run_dir: Path, task_id: str, agent: str, mistakes: float,
         raise EpisodeFailed(record.error)
     return {"task_id": task_id, "ok": None if record.verifier is None else record.verifier["ok"],
             "parts": (record.verifier or {}).get("parts", []), "finished": record.finished,
-            "steps": len(record.rows), "timings": record.timings, "cost_usd": record.agent_run.get("cost_usd", "0")}
+            "end_reason": record.end_reason[:500], "end_step": record.end_step, "steps": len(record.rows),
+            "timings": record.timings, "cost_usd": record.agent_run.get("cost_usd", "0")}
 
 
 def _record(task: dict, agent: str, options: dict, max_steps: int, label: str) -> EpisodeRecord:

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from taskgen.blobs import BlobError, CheckedImage, blob_check_image, blob_rows_ensure, blob_write
+from taskgen.endings import ending_values
 from taskgen.models import Episode, Run, Screenshot, Task
 from taskgen.stages.import_.files import (
     FileSkipped,
@@ -160,7 +161,21 @@ def episode_folder_check(ep: EpisodeFolder) -> CheckedEpisode:
     except FileSkipped as exc:
         raise FileSkipped(f"grade_inputs.json: {exc}") from exc
     values.update(_rows(ep, by_kind))
+    values.update(_ending(values))
     return CheckedEpisode(values=values, images=_images(ep))
+
+
+def _ending(values: dict) -> dict:
+    """How the episode ended (its own fields, out of `extra`), and so whether it is a failed episode."""
+    extra = values["extra"]
+    recorded = {key: extra.pop(key) for key in ("finished", "end_reason", "end_step") if key in extra}
+    recorded["error"] = extra.get("error")
+    try:
+        summary = json.loads(values["episode_json"]) if values["episode_json"] else {}
+    except ValueError:
+        summary = {}
+    return ending_values(recorded=recorded, summary=summary if isinstance(summary, dict) else {},
+                         actions=values["steps"])
 
 
 def _rows(ep: EpisodeFolder, by_kind: dict[str, FileRead]) -> dict:
