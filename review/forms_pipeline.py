@@ -8,7 +8,13 @@ from review.risk import RISK_NAMES, RISK_WORDS
 from taskgen.harness.agents import AgentError, agent_choices, agent_options_check, agent_options_from
 from taskgen.models import Export, JudgeConfig, Run, Site
 from taskgen.providers import provider_choices
-from taskgen.stages.export.select import ExportError, Selection, export_include_check, export_select
+from taskgen.stages.export.select import (
+    ExportError,
+    Selection,
+    export_include_check,
+    export_judge_config_default,
+    export_select,
+)
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.prompt import judge_prompt
 
@@ -176,6 +182,7 @@ class ExportForm(StageForm):
     run = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"))
     source = forms.ChoiceField(choices=Export.Selection.choices, initial=Export.Selection.JUDGE)
     judge_config = forms.ModelChoiceField(queryset=JudgeConfig.objects.order_by("provider", "model"), required=False,
+                                          empty_label="the run's own (when one judge config judged it)",
                                           help_text="Whose verdicts count (not needed for final human labels).")
     budget = forms.IntegerField(min_value=1, initial=settings.EXPORT_BUDGET,
                                 help_text="Steps (rows); the last episode may pass it, as in the reference.")
@@ -207,6 +214,11 @@ class ExportForm(StageForm):
                                  include_reviewer_rejected=bool(data.get("include_reviewer_rejected")))
         except ExportError as exc:
             self.add_error("include_reviewer_rejected", str(exc))
+        if data.get("run") and not data.get("judge_config") and data.get("source") != Export.Selection.HUMAN:
+            try:  # the run's only judge config, whatever other runs were judged by
+                data["judge_config"] = export_judge_config_default(run=data["run"])
+            except ExportError as exc:
+                self.add_error("judge_config", str(exc))
         return data
 
     def selection(self) -> Selection:

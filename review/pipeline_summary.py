@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
 from django.urls import NoReverseMatch, reverse
-from django.utils import timezone
 
 from taskgen.models import PipelineRun
 
@@ -26,8 +24,13 @@ def started_words(pipeline_run: PipelineRun) -> tuple[bool, str]:
     nothing to do and is finished already, (False, "judge #4 (done): Nothing to judge: ...")."""
     nothing = (pipeline_run.result or {}).get("nothing_to_do") if pipeline_run.is_finished else None
     if nothing:
-        return False, f"{pipeline_run}: {nothing[:1].upper()}{nothing[1:]}."
+        return False, f"{pipeline_run}: {sentence(nothing)}"
     return True, f"Started {pipeline_run}."
+
+
+def sentence(words: str) -> str:
+    """A stage's words ("nothing to judge: ...") as a sentence to show: capital first, full stop last."""
+    return f"{words[:1].upper()}{words[1:]}."
 
 
 def duration_words(seconds: float) -> str:
@@ -44,11 +47,11 @@ def duration_words(seconds: float) -> str:
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
-def run_duration(started_at: datetime | None, finished_at: datetime | None) -> str:
-    """How long a run took (or has been running), in words; empty before it started."""
-    if started_at is None:
-        return ""
-    return duration_words(((finished_at or timezone.now()) - started_at).total_seconds())
+def run_duration(pipeline_run: PipelineRun) -> str:
+    """How long a run took (or has been running), in words, the time it sat cancelled before a resume left out;
+    empty before it started."""
+    seconds = pipeline_run.worked_seconds
+    return "" if seconds is None else duration_words(seconds)
 
 
 SCALARS = (bool, int, float, str)

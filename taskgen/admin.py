@@ -3,10 +3,11 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from review.pipeline_summary import started_words
+from review.pipeline_summary import sentence, started_words
 from review.roles import Role, has_role
 from taskgen import models
 from taskgen.engine.registry import stage_start
+from taskgen.stages.contract import NothingToDo
 from taskgen.stages.judge.prompt import judge_prompt
 
 
@@ -96,6 +97,9 @@ def _start_from_admin(modeladmin: admin.ModelAdmin, request, stage: str, params:
         return
     try:
         pipeline_run = stage_start(stage=stage, params=params, user=request.user)
+    except NothingToDo as nothing:  # said, and no run is made for it
+        modeladmin.message_user(request, sentence(str(nothing)), messages.INFO)
+        return
     except Exception as exc:  # shown to the admin as it is, so a bad start never fails silently
         modeladmin.message_user(request, f"{stage} not started: {exc}", messages.ERROR)
         return

@@ -8,6 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from taskgen.endings import Ending, ending_of
 
@@ -474,6 +475,8 @@ class PipelineRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    stopped_seconds = models.FloatField(default=0, help_text="time it sat cancelled or failed before a resume: not "
+                                                             "part of how long it took")
     woken_at = models.DateTimeField(null=True, blank=True, help_text="when workers were last sent for its units")
 
     class Meta:
@@ -485,6 +488,14 @@ class PipelineRun(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("review:pipeline_detail", args=[self.pk])
+
+    @property
+    def worked_seconds(self) -> float | None:
+        """How long it took, or has been running: from its start to its end (or now), less the time it sat stopped
+        before a resume; None before it started."""
+        if self.started_at is None:
+            return None
+        return ((self.finished_at or timezone.now()) - self.started_at).total_seconds() - self.stopped_seconds
 
     @property
     def is_finished(self) -> bool:

@@ -67,6 +67,8 @@ MIDDLEWARE = [
     "taskgen.text_input.NulInputMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # A 405 (a GET of an address forms post to) gets a page that says so, in the app's layout, not a blank one.
+    "taskgen.method_page.MethodNotAllowedPageMiddleware",
 ]
 
 ROOT_URLCONF = "taskgen.urls"

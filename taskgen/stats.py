@@ -83,36 +83,39 @@ def pooled_agreement(pairs: list[tuple[str, str]], *, units: list[int] | None = 
     shares, but pooled pairs have no fixed first and second rater, so Cohen's changes with which label counts as
     which. The agreement's interval is Wilson's; kappa's is normal with the jackknife's standard error, leaving out
     one unit at a time (`units[i]`, the episode of pair i: its pairs go out together). Kappa is None when chance
-    agreement is total (one category only).
+    agreement is total (one category only). Where there is no interval, `kappa_ci_why` says why.
     """
     n = len(pairs)
     categories = sorted({c for pair in pairs for c in pair})
     out = {"pairs": n, "agree": sum(a == b for a, b in pairs), "categories": categories, "statistic": KAPPA_POOLED,
-           "agreement": None, "agreement_ci": None, "kappa": None, "kappa_ci": None}
+           "agreement": None, "agreement_ci": None, "kappa": None, "kappa_ci": None,
+           "kappa_ci_why": "no episode was labelled twice"}
     if not n:
         return out
     out.update(agreement=_rounded(out["agree"] / n, 3), agreement_ci=wilson_interval(out["agree"], n, z=z))
     if len(categories) < 2:
+        out["kappa_ci_why"] = "every label is the same, so kappa is undefined (chance agreement is total)"
         return out
     import numpy as np  # numpy and statsmodels load only when a kappa is computed, not with every page
     from statsmodels.stats.inter_rater import fleiss_kappa
 
     table = np.array([[pair.count(c) for c in categories] for pair in pairs], dtype=float)
     kappa = float(fleiss_kappa(table, method="fleiss"))
-    out.update(kappa=_rounded(kappa, 3),
-               kappa_ci=_kappa_jackknife_interval(table, list(range(n)) if units is None else units, kappa, z))
+    interval, why = _kappa_jackknife_interval(table, list(range(n)) if units is None else units, kappa, z)
+    out.update(kappa=_rounded(kappa, 3), kappa_ci=interval, kappa_ci_why=why)
     return out
 
 
-def _kappa_jackknife_interval(table, units: list[int], kappa: float, z: float) -> tuple | None:
-    """kappa -/+ z times the jackknife standard error over units (None with fewer than two units, or when leaving
-    one out leaves a single category)."""
+def _kappa_jackknife_interval(table, units: list[int], kappa: float, z: float) -> tuple[tuple | None, str]:
+    """kappa -/+ z times the jackknife standard error over units, and ""; or None and why there is none: fewer than
+    two units, a unit whose leaving leaves a single category, or no spread at all among the left-out kappas (an
+    interval of zero width would claim a certainty a few episodes cannot give)."""
     import numpy as np
 
     groups = np.unique(np.asarray(units), return_inverse=True)[1]
     m = int(groups.max()) + 1
     if m < 2:
-        return None
+        return None, "one episode labelled twice: an interval needs two or more"
     agree = (table.max(axis=1) == 2).astype(float)
     counts = np.zeros((m, table.shape[1]))
     np.add.at(counts, groups, table)
@@ -120,10 +123,12 @@ def _kappa_jackknife_interval(table, units: list[int], kappa: float, z: float) -
     rest_observed = (agree.sum() - np.bincount(groups, weights=agree, minlength=m)) / rest_pairs
     rest_expected = (((table.sum(axis=0) - counts) / (2 * rest_pairs)[:, None]) ** 2).sum(axis=1)
     if (rest_expected >= 1).any():
-        return None
+        return None, "leaving one episode out leaves labels of a single kind, so kappa cannot be re-estimated"
     left_out = (rest_observed - rest_expected) / (1 - rest_expected)
     se = math.sqrt((m - 1) / m * float(((left_out - left_out.mean()) ** 2).sum()))
-    return (_rounded(max(-1.0, kappa - z * se), 3), _rounded(min(1.0, kappa + z * se), 3))
+    if se < 1e-12:
+        return None, "leaving out any one episode gives the same kappa: no spread to estimate an interval from"
+    return (_rounded(max(-1.0, kappa - z * se), 3), _rounded(min(1.0, kappa + z * se), 3)), ""
 
 
 def wilson_interval(successes: int, n: int, *, population: int | None = None, z: float = Z95) -> tuple | None:

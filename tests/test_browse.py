@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from taskgen.models import Blob, Episode
+from taskgen.models import Blob, Episode, Screenshot
 from taskgen.stages.import_.service import import_run_dir
 from tests.factories import EpisodeFactory, RunFactory, TaskFactory
 from tests.rundirs import build_run
@@ -76,6 +76,17 @@ def test_the_episode_page_shows_screens_in_step_order_with_the_final_screen_last
     positions = [html.index(f'data-name="{name}"') for name in names]
     assert positions == sorted(positions)
     assert html.count("data-step=") == 12  # the row image is a training copy, not shown as evidence
+
+
+def test_the_screenshot_count_reads_as_english_for_none_one_and_many(viewer_client, imported):
+    html = viewer_client.get(imported.get_absolute_url()).content.decode()
+    assert "· 12 screenshots, each captioned with the action the agent took from it" in html
+    bare = viewer_client.get(EpisodeFactory().get_absolute_url()).content.decode()
+    assert "· no screenshots</span>" in bare and "0 screenshot" not in bare and "each is captioned" not in bare
+    one = EpisodeFactory()
+    Screenshot.objects.create(episode=one, kind="final", step=0, name="final.png",
+                              blob=imported.screenshots.first().blob)
+    assert "· 1 screenshot, captioned with" in viewer_client.get(one.get_absolute_url()).content.decode()
 
 
 def test_the_episode_page_escapes_agent_and_website_text(viewer_client):

@@ -17,7 +17,7 @@ from taskgen.engine.units import units_lease
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.engine.worker import work
 from taskgen.models import Judgment, PipelineRun, WorkUnit
-from taskgen.stages.contract import RetryLater, StageParams, StageWork
+from taskgen.stages.contract import NothingToDo, RetryLater, StageParams, StageWork
 from taskgen.stages.judge.service import judge_config_for
 from taskgen.stages.judge.work import JudgeParams
 from tests.factories import RunFactory
@@ -54,11 +54,12 @@ def test_a_run_is_its_units_and_finishes_with_a_summary(sent, django_capture_on_
     assert Judgment.objects.count() == 3
 
 
-def test_a_run_with_nothing_to_judge_says_so_and_is_done(sent):
+def test_a_judge_run_with_nothing_to_judge_says_so_and_is_not_made(sent):
     first = _judge_run(2)
     work(pipeline_run_id=first.pk, owner="w1")
-    again = run_start(stage="judge", params=first.params)
-    assert again.status == "done" and again.total == 0 and "nothing to judge" in again.result["nothing_to_do"]
+    with pytest.raises(NothingToDo, match="nothing to judge: every recorded episode of .* has a verdict under rules"):
+        run_start(stage="judge", params=first.params)
+    assert list(PipelineRun.objects.values_list("pk", flat=True)) == [first.pk]
 
 
 def test_the_reconciler_requeues_an_expired_lease_then_fails_it_with_the_reason(sent, settings):

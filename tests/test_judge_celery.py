@@ -23,6 +23,7 @@ from django.db import connection
 from taskgen.celery import app as celery_app
 from taskgen.engine.control import run_start
 from taskgen.models import Judgment, PipelineRun
+from taskgen.stages.contract import NothingToDo
 from taskgen.stages.judge.service import judge_config_for
 from taskgen.stages.judge.work import JudgeParams
 from tests.factories import RunFactory
@@ -152,8 +153,9 @@ def test_a_run_judged_twice_gets_one_judgment_per_episode(fake_gemini, worker):
     assert Judgment.objects.filter(config=config).count() == 6
     assert set(Judgment.objects.values_list("episode_id", flat=True)) == {e.pk for e in episodes}
     assert all(PipelineRun.objects.get(pk=p.pk).done == 6 for p in (first, second))
-    third = _judge(run, config)  # a third pass has nothing left to judge, and says so
-    assert third.total == 0 and third.status == "done" and "nothing to judge" in third.result["nothing_to_do"]
+    with pytest.raises(NothingToDo, match="nothing to judge"):  # a third pass has nothing left: says so, makes no run
+        _judge(run, config)
+    assert PipelineRun.objects.count() == 2
 
 
 def test_a_worker_killed_mid_call_is_redelivered_and_stored_once(fake_gemini, worker):

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from taskgen.models import Judgment
+from taskgen.models import Judgment, PipelineRun
 from taskgen.providers import ProviderRequest
 from taskgen.providers.rules import LABEL, RulesProvider, goal_parts
+from taskgen.stages.contract import NothingToDo
 from taskgen.stages.judge.evidence import evidence_for_episode
 from taskgen.stages.judge.service import RULES_MODEL, judge_config_for, judge_episode
 from tests.factories import RunFactory
@@ -89,9 +90,10 @@ def test_judging_a_run_twice_judges_only_what_has_no_verdict(db):
     episodes = [shop_episode(run=run), shop_episode(run=run, request_log=[], data_changes=[], answer="")]
     config = judge_config_for("rules")
     first = judge_here(run=run, config=config)
-    second = judge_here(run=run, config=config)
-    assert (first.total, first.done, second.total) == (2, 2, 0)
-    assert Judgment.objects.filter(episode__in=episodes).count() == 2
+    assert (first.total, first.done) == (2, 2)
+    with pytest.raises(NothingToDo, match="nothing to judge"):
+        judge_here(run=run, config=config)
+    assert Judgment.objects.filter(episode__in=episodes).count() == 2 and PipelineRun.objects.count() == 1
 
 
 def _cli(*args) -> tuple[str, str]:
@@ -114,6 +116,19 @@ def test_cli_judges_offline_with_rules_and_writes_the_reference_files(db, tmp_pa
     assert set(record) == {"task_id", "predicted_label", "verdict", "response", "model"}
     assert (record["predicted_label"], record["verdict"], record["model"]) == (1, True, RULES_MODEL)
     assert len(list((tmp_path / "sandbox-run_judge").iterdir())) == 2
+
+
+def test_cli_judging_a_judged_run_again_says_nothing_to_judge_and_makes_no_run(db, settings):
+    settings.GEMINI_API_KEY, settings.JUDGE_PROVIDER = "", "rules"
+    run = RunFactory(name="judged-once")
+    shop_episode(run=run)
+    _cli("judged-once")
+    out, err = _cli("judged-once")
+    assert "nothing to judge: every recorded episode of judged-once has a verdict under rules:" in err
+    assert json.loads(out.strip().splitlines()[-1])["episodes"] == 1 and PipelineRun.objects.count() == 1
+    RunFactory(name="empty")
+    assert "nothing to judge: empty has no recorded episodes" in _cli("empty")[1]
+    assert PipelineRun.objects.count() == 1
 
 
 def test_cli_dry_run_prints_each_request_and_calls_nothing(db, settings):

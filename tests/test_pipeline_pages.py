@@ -123,6 +123,21 @@ def test_views_refuse_the_wrong_method(admin_client_role, an_export):
 
 
 @pytest.mark.django_db
+def test_a_get_of_a_post_only_address_is_a_page_that_says_what_it_is_for(admin_client_role, reviewer_client):
+    """It answered 405 with an empty body: a blank page."""
+    for client, url in ((admin_client_role, reverse("review:pipeline_start", args=["judge"])),
+                        (reviewer_client, reverse("review:label_post", args=[EpisodeFactory().pk])),
+                        (reviewer_client, reverse("logout"))):
+        response = client.get(url)
+        page = response.content.decode()
+        assert response.status_code == 405 and response["Allow"].startswith("POST"), url
+        assert "<nav>" in page and "Not a page to open" in page and f"<code>{url}</code> takes POST requests" in page
+        assert "Nothing was changed" in page
+    sandbox = reviewer_client.get("/sites/enter/")  # the sandbox websites answer as the sites they imitate
+    assert sandbox.status_code == 405 and b"Not a page to open" not in sandbox.content
+
+
+@pytest.mark.django_db
 def test_the_empty_runs_page_says_what_to_do(admin_client_role):
     page = admin_client_role.get(reverse("review:pipeline_list")).content.decode()
     assert "Nothing has been started yet" in page and "Start export" in page

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from review.pipeline_summary import duration_words, result_rows
 from taskgen.models import PipelineRun
-from tests.factories import EpisodeFactory, JudgeConfigFactory, RunFactory, SiteFactory
+from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, SiteFactory
 from tests.validate_data import make_cells
 
 pytestmark = pytest.mark.django_db
@@ -38,19 +38,19 @@ def _judge(client, run, capture) -> tuple:
     return response, PipelineRun.objects.order_by("-pk").first()
 
 
-def test_judging_an_already_judged_run_says_nothing_to_judge(admin_client_role, judge_here,
-                                                             django_capture_on_commit_callbacks):
-    run = RunFactory()
+def test_judging_an_already_judged_run_says_nothing_to_judge_and_adds_no_run(admin_client_role, judge_here,
+                                                                            django_capture_on_commit_callbacks):
+    run = RunFactory(name="judged-run")
     EpisodeFactory.create_batch(2, run=run)
     _, first = _judge(admin_client_role, run, django_capture_on_commit_callbacks)
     assert first.status == "done" and first.total == 2
     response, again = _judge(admin_client_role, run, django_capture_on_commit_callbacks)
     page = response.content.decode()
-    assert again.pk != first.pk and again.status == "done" and again.total == 0
-    assert "Nothing to judge: every recorded episode of the run has a verdict" in page
+    assert again.pk == first.pk and PipelineRun.objects.count() == 1  # no empty run listed
+    assert "Nothing to judge: every recorded episode of judged-run has a verdict under rules:" in page
     assert "Started judge" not in page and "of ?" not in page and "0 done" not in page
     listing = admin_client_role.get(reverse("review:pipeline_list")).content.decode()
-    assert listing.count("Nothing to judge") == 1 and "of ?" not in listing
+    assert "Nothing to judge" not in listing and "of ?" not in listing
 
 
 def test_a_finished_run_shows_its_result_summary_and_no_cancel(admin_client_role):
@@ -91,6 +91,21 @@ def test_a_run_stopped_early_says_it_left_no_summary(admin_client_role):
     (3599.6, "1 h"), (7500, "2 h 5 min"), (-1, "0.0 s")])
 def test_durations_read_in_seconds_minutes_and_hours(seconds, words):
     assert duration_words(seconds) == words
+
+
+def test_a_resumed_run_s_duration_leaves_out_the_time_it_sat_cancelled(admin_client_role):
+    from taskgen.engine.control import run_resume
+    from taskgen.models import WorkUnit
+
+    now = timezone.now()
+    pr = PipelineRun.objects.create(stage="export", status="cancelled", total=1, started_at=now - timedelta(hours=3),
+                                    finished_at=now - timedelta(hours=3) + timedelta(seconds=20))
+    WorkUnit.objects.create(pipeline_run=pr, key="1", status="cancelled")
+    run_resume(pipeline_run=pr)  # worked 20 s, then sat cancelled for nearly 3 hours
+    PipelineRun.objects.filter(pk=pr.pk).update(status="done", done=1, finished_at=timezone.now() + timedelta(
+        seconds=25))  # then took 25 s more
+    page = admin_client_role.get(reverse("review:pipeline_list")).content.decode()
+    assert "took 45 s" in page and " h" not in re.search(r'class="muted duration">[^<]*', page).group(0)
 
 
 def test_a_short_run_never_says_it_took_zero_minutes(admin_client_role):
@@ -151,6 +166,25 @@ def test_the_export_form_preselects_the_only_judge_config(admin_client_role):
     assert "selected" not in select.replace('value="" selected', "")
 
 
+def test_the_export_form_uses_a_run_s_only_judge_config_when_another_run_has_two(admin_client_role):
+    """Two configs in the database, so the form cannot preselect one; the run was judged by one of them only."""
+    from taskgen.models import Export
+
+    rules, gemini = JudgeConfigFactory(provider="rules", model="rules-v2"), JudgeConfigFactory(model="gemini-x")
+    once, twice = RunFactory(name="once"), RunFactory(name="twice")
+    make_cells(run=once, config=rules, site=SiteFactory(slug="shop"), tp=2)
+    for episode in make_cells(run=twice, config=rules, site=SiteFactory(slug="mail"), tp=1):
+        JudgmentFactory(episode=episode, config=gemini, verdict="SUCCESS")
+    form = {"source": "judge", "judge_config": "", "budget": 1000, "out_dir": ""}
+    preview = admin_client_role.post(reverse("review:export_preview"), {**form, "run": once.pk}, HTTP_HX_REQUEST="true")
+    assert f"approved by the verdicts of <code>{rules.key}</code>" in preview.content.decode()
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["export"]), {**form, "run": once.pk})
+    assert response.status_code == 302 and Export.objects.get().judge_config == rules
+    refused = admin_client_role.post(reverse("review:pipeline_start", args=["export"]), {**form, "run": twice.pk})
+    page = refused.content.decode()
+    assert refused.status_code == 400 and "run twice has verdicts of 2 judge configs" in page and gemini.key in page
+
+
 @pytest.fixture
 def judged_twice():
     run = RunFactory(name="twice")
@@ -184,7 +218,8 @@ def test_the_admin_judges_with_the_provider_s_own_default_model_and_says_when_no
     settings.JUDGE_PROVIDER, settings.JUDGE_MODEL = "openai-compatible", "gemini-3.5-flash"
     settings.OPENAI_BASE_URL, settings.OPENAI_MODEL = "http://127.0.0.1:9/v1", "Qwen/Qwen3.5-4B"
     settings.JUDGE_IMAGE_POLICY = "medium"  # Gemini's media_resolution: the openai-compatible judge refuses it
-    run = RunFactory()
+    run = RunFactory(name="admin-judged")
+    EpisodeFactory(run=run)
     with django_capture_on_commit_callbacks(execute=False):  # started, not worked: no model server here
         page = _admin_judge(client, run)
     assert "not started" not in page, re.findall(r"not started[^<]*", page)
@@ -197,4 +232,5 @@ def test_the_admin_judges_with_the_provider_s_own_default_model_and_says_when_no
         _admin_judge(client, run)
     with django_capture_on_commit_callbacks(execute=True):
         page = _admin_judge(client, run)
-    assert "Nothing to judge: every recorded episode of the run has a verdict" in page and "Started" not in page
+    assert "Nothing to judge: every recorded episode of admin-judged has a verdict under rules:" in page
+    assert "Started" not in page and PipelineRun.objects.filter(stage="judge").count() == 2

@@ -225,3 +225,16 @@ def test_the_tasks_page_shows_progress_per_site_of_a_running_run(reviewer_client
     text = reviewer_client.get(reverse("review:task_sites")).content.decode()
     assert "Proposing now" in text
     assert "<td>shop</td>\n      <td>1 of 4</td><td>3</td>" in text and "<td>mail</td>\n      <td>0 of 4</td>" in text
+
+
+def test_the_tasks_page_names_each_site_once(reviewer_client):
+    """An imported site's name is its slug: the page said "amazon-com amazon-com"."""
+    import re
+
+    from tests.factories import SiteFactory, TaskFactory
+
+    TaskFactory(site=SiteFactory(slug="amazon-com", name="amazon-com"))
+    TaskFactory(site=SiteFactory(slug="shop", name="Shop"))
+    html = reviewer_client.get(reverse("review:task_sites")).content.decode()
+    cells = [re.sub(r"<[^>]+>", "", cell).split() for cell in re.findall(r'<tr><td>(<a href="/tasks/.*?)</td>', html)]
+    assert cells == [["amazon-com"], ["Shop", "shop"]]

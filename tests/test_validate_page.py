@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 
 import pytest
 from django.db import connection
@@ -226,6 +227,16 @@ def test_humans_agreement_shows_on_a_run_no_judge_has_judged(viewer_client):
     page = viewer_client.get(reverse("review:validate"), {"runs": [run.pk]}).content.decode()
     assert "No judge config has judged these runs yet" in page
     assert 'id="human-agreement"' in page and "three categories" in page and "-0.0" not in page
+
+
+def test_one_pair_of_labels_shows_no_kappa_interval_and_says_why(viewer_client):
+    run, site = RunFactory(name="one-pair"), SiteFactory(slug="shop")
+    episode = make_episode(run=run, site=site)
+    Label.objects.create(episode=episode, reviewer=UserFactory(username="ann"), verdict="SUCCESS")
+    Label.objects.create(episode=episode, reviewer=UserFactory(username="bob"), verdict="NOT SUCCESS")
+    page = viewer_client.get(reverse("review:validate"), {"runs": [run.pk]}).content.decode()
+    assert "none: one episode labelled twice: an interval needs two or more" in page
+    assert not re.search(r"(-?\d\.\d+) – \1<", page)  # no interval of zero width, "0.0 – 0.0" or any other
 
 
 def test_json_download_has_the_pooled_human_agreement(viewer_client, judged):

@@ -192,3 +192,22 @@ def test_pooled_agreement_without_pairs_or_with_one_category_has_no_kappa():
     assert pooled_agreement([])["kappa"] is None and pooled_agreement([])["pairs"] == 0
     same = pooled_agreement([("S", "S")] * 4)
     assert same["agreement"] == 1.0 and same["kappa"] is None
+
+
+@pytest.mark.parametrize("pairs, units, why", [
+    ([("S", "N")], [1], "one episode labelled twice: an interval needs two or more"),
+    ([("S", "S"), ("N", "N"), ("S", "S"), ("N", "N")], [1, 2, 3, 4], "no spread"),
+    ([("S", "S")] * 5 + [("S", "N")], [1, 2, 3, 4, 5, 6], "leaves labels of a single kind"),
+    ([("S", "S")] * 3, [1, 2, 3], "kappa is undefined"),
+    ([], [], "no episode was labelled twice"),
+])
+def test_a_kappa_without_an_interval_says_why(pairs, units, why):
+    """One pair gave "0.0 – 0.0" as if kappa were known exactly; no interval of zero width is claimed now."""
+    pooled = pooled_agreement(pairs, units=units)
+    assert pooled["kappa_ci"] is None and why in pooled["kappa_ci_why"]
+
+
+def test_a_kappa_with_an_interval_has_nothing_to_explain():
+    pooled = pooled_agreement(_pairs({("S", "S"): 6, ("N", "N"): 4, ("S", "N"): 2, ("N", "S"): 1}))
+    assert pooled["kappa_ci"] is not None and pooled["kappa_ci"][0] < pooled["kappa_ci"][1]
+    assert pooled["kappa_ci_why"] == ""

@@ -13,7 +13,7 @@ register = template.Library()
 
 @register.filter
 def duration(pr: PipelineRun) -> str:
-    return run_duration(pr.started_at, pr.finished_at)
+    return run_duration(pr)
 
 
 @register.filter

@@ -13,7 +13,7 @@ from django_htmx.http import HttpResponseStopPolling
 
 from review import selectors
 from review.forms_pipeline import STAGE_FORMS, ExportForm, StageForm
-from review.pipeline_summary import started_words
+from review.pipeline_summary import sentence, started_words
 from review.roles import Role, require_role
 from taskgen.engine.registry import (
     ResumeError,
@@ -24,6 +24,7 @@ from taskgen.engine.registry import (
 )
 from taskgen.models import PipelineRun
 from taskgen.stages.certify.service import CertifyError, certificate_gate
+from taskgen.stages.contract import NothingToDo
 from taskgen.stages.export.select import LEFT_OUT_WHY, ExportError, manifest_left_out_words
 from taskgen.stages.export.service import export_create
 from taskgen.stages.export.work import export_left_out_words
@@ -53,7 +54,8 @@ def _export_preview(form: ExportForm) -> dict:
         selection = form.selection()
     except ExportError as exc:
         return {"errors": [str(exc)]}
-    preview = {"words": selection.left_out_words(), "rows": selection.rows,
+    config = form.cleaned_data["judge_config"]
+    preview = {"words": selection.left_out_words(), "rows": selection.rows, "config": config.key if config else "",
                "reasons": [(LEFT_OUT_WHY[why], n) for why, n in selection.left_out.items()]}
     if form.cleaned_data.get("certify") and selection.picked:
         preview["certificate"] = _export_certificate_words(selection, form.cleaned_data["certify"])
@@ -113,6 +115,9 @@ def pipeline_start(request: HttpRequest, stage: str) -> HttpResponse:
             if stage == "export" and not form.cleaned_data["out_dir"]:
                 return _start_download_export(request, form)
             pipeline_run = stage_start(stage=stage, params=form.params(), user=request.user)
+        except NothingToDo as nothing:  # said, and no run is listed for it
+            messages.info(request, sentence(str(nothing)))
+            return redirect("review:pipeline_list")
         except START_ERRORS as exc:
             form.add_error(None, str(exc))
         else:

@@ -3,6 +3,7 @@ admin, so a run resumes the same way however it was started (its typed parameter
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from taskgen.engine.runs import run_finish_if_settled, run_refresh
@@ -19,7 +20,8 @@ class ResumeError(ValueError):
 
 def run_start(*, stage: str, params: dict | StageParams, user=None, started_with: dict | None = None) -> PipelineRun:
     """Check the parameters (raises StageParamsError), create the run and its units, and send workers once the
-    transaction commits; a run with no units is finished at once, saying there was nothing to do."""
+    transaction commits. A stage that finds nothing to do raises NothingToDo (no run is made); a run with no units
+    of another stage is finished at once, saying there was nothing to do."""
     work = stage_work(stage)
     checked = params if isinstance(params, StageParams) else work.check(params)
     keys = work.units(checked)
@@ -59,8 +61,9 @@ def run_resume(*, pipeline_run: PipelineRun) -> PipelineRun:
         still_open = WorkUnit.objects.filter(pipeline_run=locked, status__in=OPEN).count()
         if not reopened and not still_open and locked.status == PipelineRun.Status.DONE:
             raise ResumeError("every unit of this run is done: there is nothing to resume")
+        stopped = (timezone.now() - locked.finished_at).total_seconds() if locked.finished_at else 0.0
         PipelineRun.objects.filter(pk=locked.pk).update(status=PipelineRun.Status.RUNNING, finished_at=None,
-                                                        woken_at=None)
+                                                        woken_at=None, stopped_seconds=F("stopped_seconds") + stopped)
         run_refresh(pipeline_run_id=locked.pk)  # the reopened units are no longer counted as failed
         if reopened or still_open:
             dispatch_on_commit(locked.pk, min(still_open, workers_per_run(locked.stage)))  # reopened ones included

@@ -14,6 +14,11 @@ class StageParamsError(ValueError):
     """A stage's parameters are wrong; the message says which and why (shown on the form or the command line)."""
 
 
+class NothingToDo(Exception):  # noqa: N818  (an answer, not an error)
+    """These parameters leave a stage nothing to work (every episode judged already): no run is made, and the form
+    or the command line says so, in the stage's words, instead of listing an empty run."""
+
+
 class RetryLater(Exception):  # noqa: N818  (an instruction to the engine, not an error of the unit)
     """Do this unit again in `seconds`: a busy model, a full rate window, a broker blip. The worker slot is freed
     at once (never a sleep). `counts` says whether this try counts against the unit's attempts."""

@@ -10,9 +10,9 @@ from django.conf import settings
 
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
-from taskgen.models import Export, JudgeConfig, Judgment, PipelineRun, Run
+from taskgen.models import Export, JudgeConfig, PipelineRun, Run
 from taskgen.stages.contract import StageParamsError
-from taskgen.stages.export.select import ExportError, report_bytes
+from taskgen.stages.export.select import ExportError, export_judge_config_default, report_bytes
 from taskgen.stages.export.work import export_left_out_words
 from taskgen.stages.lookup import judge_config_find, run_find
 
@@ -67,11 +67,10 @@ def find_judge_config(text: str | None, run: Run) -> JudgeConfig:
             known = ", ".join(c.key for c in JudgeConfig.objects.all()) or "none"
             raise ExportError(f"no judge config {text!r}; known: {known}")
         return config
-    used = JudgeConfig.objects.filter(pk__in=Judgment.objects.filter(episode__run=run).values("config")).distinct()
-    if used.count() != 1:
-        names = ", ".join(c.key for c in used) or "none"
-        raise ExportError(f"say which judge's verdicts to use with --judge (this run has verdicts from: {names})")
-    return used.get()
+    try:
+        return export_judge_config_default(run=run)
+    except ExportError as exc:
+        raise ExportError(f"{exc} (--judge CONFIG)") from None
 
 
 def run(options: dict, stdout, stderr) -> int:

@@ -138,6 +138,19 @@ def export_source_check(*, source: str, judge_config: JudgeConfig | None) -> Non
         raise ExportError(f"the {source} source needs a judge config (whose verdicts to use)")
 
 
+def export_judge_config_default(*, run: Run) -> JudgeConfig:
+    """Whose verdicts an export of the run uses when none is named: the only judge config that judged it. An
+    ExportError names them when there are several, and says so when there are none."""
+    used = list(JudgeConfig.objects.filter(pk__in=Judgment.objects.filter(episode__run=run).values("config"))
+                .order_by("pk"))
+    if len(used) == 1:
+        return used[0]
+    if not used:
+        raise ExportError(f"run {run.name} has no verdicts yet: judge it first, or export by the final human labels")
+    raise ExportError(f"run {run.name} has verdicts of {len(used)} judge configs "
+                      f"({', '.join(c.key for c in used)}): say whose verdicts to use")
+
+
 def report_sites(task_ids: list[str]) -> int:
     """The reference's `sites` figure, computed from task ids as it does (<prefix>-<site>-<n>); an id without a dash
     (which the reference would crash on) counts as its own site."""

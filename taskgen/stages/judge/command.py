@@ -16,6 +16,7 @@ from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.providers import provider_names
+from taskgen.stages.contract import NothingToDo
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.in_flight import calls_in_flight_choose, judge_threads_for
 from taskgen.stages.judge.prompt import PromptFileError
@@ -98,23 +99,24 @@ def run(options: dict, stdout, stderr) -> int:
         return 2
     if options["write_dir"]:
         stderr.write(f"wrote {_write_dir(found, config, options['write_dir'], stderr)} files to {options['write_dir']}")
-    summary = judge_summary(run=found, config=config, errors=pipeline_run.failed)
+    summary = judge_summary(run=found, config=config, errors=pipeline_run.failed if pipeline_run else 0)
     stdout.write(json.dumps(summary))
     if code:
         stderr.write(f"resume it to retry what is not done (judged ones are kept): taskgen resume {pipeline_run.pk}")
     return code
 
 
-def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, PipelineRun]:
+def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, PipelineRun | None]:
     """A judge run on the engine, worked here with threads (--workers N, or the offline rules judge) or by the
     Celery workers (--batch: they poll its Batch API job); waits with a progress bar; non-zero when any episode is
     not judged."""
     batch = options["batch"]
-    pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE, params=JudgeParams(
-        run=run.pk, config_id=config.pk, judge=config.key, batch=batch))
-    if not pipeline_run.total:
-        stderr.write(f"nothing to judge: every recorded episode of {run.name} has a verdict under {config.key}")
-        return 0, pipeline_run
+    try:
+        pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE, params=JudgeParams(
+            run=run.pk, config_id=config.pk, judge=config.key, batch=batch))
+    except NothingToDo as nothing:
+        stderr.write(str(nothing))  # and no pipeline run is made
+        return 0, None
     calls = max(options["workers"], 1 if config.provider == "rules" else 0)
     here = judge_threads_for(calls) if calls > 1 else calls  # a few threads prepare while the calls wait
     calls_in_flight_choose(calls or None)

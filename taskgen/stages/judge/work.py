@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from taskgen.models import JudgeConfig, PipelineRun, Run
-from taskgen.stages.contract import StageParams, StageParamsError, StageWork
+from taskgen.models import Episode, JudgeConfig, PipelineRun, Run
+from taskgen.stages.contract import NothingToDo, StageParams, StageParamsError, StageWork
 from taskgen.stages.judge.batch import judge_batch_unit
 from taskgen.stages.judge.service import JudgeError, episodes_to_judge, judge_config_for, judge_episode, judge_summary
 
@@ -49,7 +49,12 @@ def judge_params_check(raw: dict) -> JudgeParams:
 
 def _units(params: JudgeParams) -> list[str]:
     run, config = Run.objects.get(pk=params.run), JudgeConfig.objects.get(pk=params.config_id)
-    return [str(pk) for pk in episodes_to_judge(run=run, config=config)]
+    keys = [str(pk) for pk in episodes_to_judge(run=run, config=config)]
+    if not keys:
+        raise NothingToDo(f"nothing to judge: every recorded episode of {run.name} has a verdict under {config.key}"
+                          if run.episodes.filter(status=Episode.Status.RECORDED).exists()
+                          else f"nothing to judge: {run.name} has no recorded episodes")
+    return keys
 
 
 def _do(pipeline_run: PipelineRun, params: JudgeParams, key: str) -> str:

@@ -84,7 +84,8 @@ def _humans_text(humans: dict) -> list[str]:
     lines = ["agreement between humans (pooled over episodes labelled twice):"]
     for name, row in humans["human_agreement"].items():
         lines.append(f"  {name.replace('_', ' ')}: {row['pairs']} pairs, agreement {row['agreement']} "
-                     f"{row['agreement_ci']}, kappa {row['kappa']} {row['kappa_ci']}")
+                     f"{row['agreement_ci']}, kappa {row['kappa']} "
+                     f"{row['kappa_ci'] or '(no interval: ' + row['kappa_ci_why'] + ')'}")
     lines += [f"  {p['a']} vs {p['b']}: {p['episodes']} episodes, agreement {p['agreement']}, kappa {p['kappa']}"
               for p in humans["reviewer_agreement"]]
     return lines
