@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 
@@ -103,12 +104,57 @@ def test_a_harness_that_exits_0_has_its_run_dir_imported(harness, tasks_file, se
 def test_a_non_zero_exit_fails_the_run_with_its_last_lines(harness, tasks_file, admin_client_role):
     pipeline_run = _run(tasks_file, "ext-fail", arm="fail")
     assert pipeline_run.status == PipelineRun.Status.FAILED and not Run.objects.filter(name="ext-fail").exists()
-    [error] = pipeline_run.errors
+    unit = pipeline_run.units.get()
+    assert (unit.status, unit.attempts) == ("failed", 1)  # failed for good at once: a resume runs it again
+    error = pipeline_run.errors[0]
+    assert "`taskgen resume" in pipeline_run.errors[-1]
     assert "the harness mini exited with code 3; its last lines:" in error
     assert "the model server refused the connection" in error and "episode 29: <b>error</b> line" in error
     assert "episode 10:" not in error  # the last 20 lines, not all of them
     page = admin_client_role.get(pipeline_run.get_absolute_url()).content.decode()
     assert "episode 29: &lt;b&gt;error&lt;/b&gt; line" in page and "<b>error</b>" not in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_harness_that_exits_0_with_an_empty_folder_fails_its_run_and_resume_runs_it_again(harness, tasks_file,
+                                                                                           settings):
+    pipeline_run = _run(tasks_file, "ext-empty", arm="second")
+    assert pipeline_run.status == PipelineRun.Status.FAILED and pipeline_run.failed == 1, pipeline_run.errors
+    error = pipeline_run.errors[0]
+    assert "the harness mini exited 0, but 3 of the 3 episodes it was given are missing" in error
+    assert "sb-shop-001 (no episode folder)" in error
+    assert pipeline_run.units.get().status == "failed"  # not done: there is something to resume
+
+    err = io.StringIO()
+    call_command("taskgen", "resume", str(pipeline_run.pk), "--workers", "1", stdout=io.StringIO(), stderr=err)
+    pipeline_run.refresh_from_db()
+    assert (pipeline_run.status, pipeline_run.failed) == (PipelineRun.Status.DONE, 0), err.getvalue()
+    log = (settings.DATA_ROOT / "attempts" / "ext-empty" / "harness_output.log").read_text()
+    assert log.count("harness: second on tasks.jsonl") == 2  # the harness ran again
+    assert Run.objects.get(name="ext-empty").episodes.count() == 3 and pipeline_run.result["episodes"] == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_harness_that_exits_0_leaving_a_broken_folder_fails_its_run_naming_each_episode(harness, tasks_file):
+    pipeline_run = _run(tasks_file, "ext-broken", arm="broken")
+    assert pipeline_run.status == PipelineRun.Status.FAILED, pipeline_run.errors
+    error = pipeline_run.errors[0]
+    tasks = [json.loads(line)["task_id"] for line in tasks_file.read_text().splitlines()]
+    assert "2 of the 3 episodes it was given are missing or could not be imported" in error
+    assert f"{tasks[0]} (grade_inputs.json: episode not imported:" in error
+    assert f"{tasks[-1]} (no episode folder)" in error
+    assert Run.objects.get(name="ext-broken").episodes.count() == 1  # what did import is kept
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_command_line_says_what_an_external_run_did(harness, tasks_file):
+    out = io.StringIO()
+    call_command("taskgen", "attempt", "--tasks", str(tasks_file), "--agent", "external:mini", "--name", "ext-cli",
+                 "--inline", stdout=out, stderr=io.StringIO())  # exit 0: no SystemExit
+    line = out.getvalue().strip().splitlines()[-1]
+    assert "None" not in out.getvalue()
+    assert line.startswith("run 'ext-cli' (id ") and line.endswith(": 3 episodes, 2 of 3 checked by a verifier "
+                                                                   "passed it, 0 failed")
 
 
 @pytest.mark.django_db(transaction=True)

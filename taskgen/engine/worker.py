@@ -26,7 +26,7 @@ from taskgen.engine.units import (
     units_open,
 )
 from taskgen.models import PipelineRun
-from taskgen.stages.contract import RetryLater, StageParams, StageWork
+from taskgen.stages.contract import RetryLater, StageParams, StageWork, UnitFailed
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +122,8 @@ def _work_batch(stage: StageWork, pipeline_run: PipelineRun, params: StageParams
                                 else stage.do(pipeline_run, params, unit.key))
         except RetryLater as later:
             failed += _again(stage, pipeline_run, unit, later)
+        except UnitFailed as exc:  # no further try: the stage says another one now would not change it
+            failed += _failed_now(pipeline_run, unit, str(exc))
         except Exception as exc:  # one unit's failure is recorded on it; the batch goes on
             log.warning("%s unit %s failed: %s", pipeline_run, unit.key, exc, exc_info=True)
             failed += _failed_try(stage, pipeline_run, unit, f"{type(exc).__name__}: {exc}")
@@ -156,11 +158,16 @@ def _again(stage: StageWork, pipeline_run: PipelineRun, unit: Leased, later: Ret
     return 0
 
 
+def _failed_now(pipeline_run: PipelineRun, unit: Leased, error: str, tries: str = "") -> int:
+    """Fail the unit for good with its error (and how often it was tried), and add it to the run's errors."""
+    failed = unit_failed(pk=unit.pk, error=f"{error}{tries}")
+    run_error(pipeline_run_id=pipeline_run.pk, error=f"{unit.key}: {error}")
+    return failed
+
+
 def _failed_try(stage: StageWork, pipeline_run: PipelineRun, unit: Leased, error: str) -> int:
     """Try the unit again later, or fail it for good after its attempts; 1 when it failed for good."""
     if unit.attempts < stage.max_attempts:
         unit_again(pk=unit.pk, error=error, seconds=backoff_seconds(unit.attempts))
         return 0
-    failed = unit_failed(pk=unit.pk, error=f"{error} (after {unit.attempts} tries)")
-    run_error(pipeline_run_id=pipeline_run.pk, error=f"{unit.key}: {error}")
-    return failed
+    return _failed_now(pipeline_run, unit, error, f" (after {unit.attempts} tries)")

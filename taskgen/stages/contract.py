@@ -30,6 +30,12 @@ class RetryLater(Exception):  # noqa: N818  (an instruction to the engine, not a
         self.counts = counts
 
 
+class UnitFailed(RuntimeError):  # noqa: N818  (an instruction to the engine: this unit failed, for good)
+    """This unit failed in a way another try now would not change (an external harness that exited non-zero or left
+    the episodes it was given missing: hours of work are not run again unasked). The engine fails it at once, with
+    this message; a resume runs it again."""
+
+
 @dataclass(frozen=True)
 class StageParams:
     """Base of a stage's typed parameters: stored with the run as JSON, read back the same way however it was
@@ -50,7 +56,8 @@ class StageWork:
 
     check(raw) -> params: validate once, at the edge; raises StageParamsError.
     units(params) -> keys: the units of a new run, in order (an empty list: nothing to do).
-    do(pipeline_run, params, key) -> JSON-able result of one unit; raises RetryLater, or any error to fail the try.
+    do(pipeline_run, params, key) -> JSON-able result of one unit; raises RetryLater, UnitFailed to fail the unit at
+        once, or any other error to fail the try (tried again up to max_attempts).
     do_batch(pipeline_run, params, keys) -> {key: result, or the exception that unit's try ended with}: optional,
         for a stage whose units are cheaper done together (one query for the batch's episodes, files written by a
         few threads); the engine then calls it once per leased batch instead of `do` per unit.

@@ -5,6 +5,9 @@
   fail   prints a few lines, then exits 3 without a run dir
   slow   prints a line every 0.1 s for a minute (to be cancelled or timed out); its pid and its child's go to pids.txt
   loud   prints 200,000 lines, then does what base does
+  empty  prints a line and exits 0 without writing anything
+  broken exits 0 with a run dir whose first episode's grade_inputs.json is not JSON and whose last is missing
+  second exits 0 without writing anything the first time (it leaves a mark), then does what base does
 """
 from __future__ import annotations
 
@@ -60,6 +63,21 @@ def main() -> int:
             print(f"working {n}", flush=True)
             time.sleep(0.1)
         return 0
+    if args.arm == "empty":
+        return 0
+    if args.arm == "broken":
+        write_run_dir(args.tasks, args.out)
+        tasks = [json.loads(line) for line in args.tasks.read_text(encoding="utf-8").splitlines() if line.strip()]
+        (args.out / tasks[0]["task_id"] / "grade_inputs.json").write_text("{not json", encoding="utf-8")
+        for path in sorted((args.out / tasks[-1]["task_id"]).rglob("*"), reverse=True):
+            path.unlink() if path.is_file() else path.rmdir()
+        (args.out / tasks[-1]["task_id"]).rmdir()
+        return 0
+    if args.arm == "second":
+        mark = args.out / "second.mark"
+        if not mark.exists():
+            mark.write_text("ran once", encoding="utf-8")
+            return 0
     if args.arm == "loud":
         sys.stdout.writelines(f"line {n} of a harness that talks a lot\n" for n in range(200_000))
         sys.stdout.flush()

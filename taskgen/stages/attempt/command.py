@@ -21,6 +21,7 @@ from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.harness.agents import agent_names, agent_options_from
 from taskgen.models import PipelineRun
+from taskgen.stages.attempt.service import attempt_result_words
 from taskgen.stages.contract import StageParamsError
 
 NAME = "attempt"
@@ -103,6 +104,5 @@ def _report(pipeline_run: PipelineRun, stdout, stderr) -> int:
             stderr.write(f"  error: {error}")
         return 1
     r, run = pipeline_run.result, pipeline_run.run
-    stdout.write(f"run {run.name!r} (id {run.pk}): {r.get('episodes')} episodes, "
-                 f"{r.get('verifier_pass')} passed the verifier, {r.get('failed')} failed in the harness")
+    stdout.write(f"run {run.name!r} (id {run.pk}): {attempt_result_words(r)}")
     return 0

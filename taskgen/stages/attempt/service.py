@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from django.conf import settings
 
 from sandbox.seed import SITES
 from sandbox.sitemap import sitemaps_sync
+from taskgen.endings import ENDINGS
 from taskgen.harness.agents import AgentError, agent_create, agent_label, agent_names, agent_options_check
 from taskgen.harness.episode import episode_run
 from taskgen.harness.rundir import EpisodeRecord, episode_write
@@ -150,10 +152,31 @@ def attempt_import(*, run_dir: Path, name: str, agent: str, mistakes: float, out
     summary = import_run_dir(run_dir=run_dir, name=run.name, verifier_source=VerifierResult.Source.SANDBOX)
     _mark(run, outcomes, failures)
     _sandbox_sites_describe(run)
-    passed = sum(1 for o in outcomes if o["ok"])
     cost = sum(Decimal(str(o.get("cost_usd") or 0)) for o in outcomes)
-    return run, {**summary.as_dict(), "episodes": len(outcomes) + len(failures), "verifier_pass": passed,
-                 "failed": len(failures), "cost_usd": str(cost)}
+    recorded = set(Episode.objects.filter(run=run).values_list("task__task_id", flat=True))
+    return run, {**summary.as_dict(), **attempt_counts(run=run, unrecorded=len(set(failures) - recorded)),
+                 "cost_usd": str(cost)}
+
+
+def attempt_counts(*, run: Run, unrecorded: int = 0) -> dict:
+    """An attempted run's episodes counted the one way every attempt's summary says them: how many, how many passed
+    the verifier of those it checked, how many failed, and how many ended each way (taskgen/endings.py).
+    `unrecorded`: failed episodes that left no folder to import (counted as episodes, and failed)."""
+    episodes = Episode.objects.filter(run=run)
+    endings = Counter(episodes.values_list("finished", flat=True))
+    return {"episodes": episodes.count() + unrecorded,
+            "verifier_pass": episodes.filter(verifier_result__ok=True).count(),
+            "verifier_results": episodes.filter(verifier_result__isnull=False).count(),
+            "failed": episodes.filter(status=Episode.Status.FAILED).count() + unrecorded,
+            "endings": {ENDINGS.get(kind, (kind,))[0]: n for kind, n in sorted(endings.items()) if kind}}
+
+
+def attempt_result_words(result: dict) -> str:
+    """An attempt's summary in one line: `3 episodes, 2 of 3 checked by a verifier passed it, 1 failed (...)`."""
+    endings = ", ".join(f"{n} {kind}" for kind, n in (result.get("endings") or {}).items())
+    return (f"{result.get('episodes', 0)} episodes, {result.get('verifier_pass', 0)} of "
+            f"{result.get('verifier_results', 0)} checked by a verifier passed it, {result.get('failed', 0)} failed"
+            + (f" (ended: {endings})" if endings else ""))
 
 
 def _sandbox_sites_describe(run: Run) -> None:

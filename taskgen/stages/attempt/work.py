@@ -82,7 +82,8 @@ def _units(params: AttemptParams) -> list[str]:
 def _do(pipeline_run: PipelineRun, params: AttemptParams, key: str) -> dict:
     if external_harness_name(params.agent):
         return external.attempt_external_run(pipeline_run_id=pipeline_run.pk, run_dir=Path(params.run_dir),
-                                             agent=params.agent, agent_options=params.agent_options)
+                                             name=params.name, agent=params.agent,
+                                             agent_options=params.agent_options)
     return attempt_episode(run_dir=Path(params.run_dir), task_id=key, agent=params.agent, mistakes=params.mistakes,
                            seed=params.seed, agent_options=params.agent_options, max_steps=params.max_steps,
                            label=f"{params.name}/{key}")
@@ -92,12 +93,7 @@ def _finish(pipeline_run: PipelineRun, params: AttemptParams, failed: int) -> di
     """Import the run dir: the done units' outcomes, the failed units' reasons."""
     units = WorkUnit.objects.filter(pipeline_run=pipeline_run).order_by("pk")
     if external_harness_name(params.agent):
-        run, summary = external.attempt_external_import(
-            pipeline_run=pipeline_run, run_dir=Path(params.run_dir), name=params.name, agent=params.agent,
-            agent_options=params.agent_options, result=units.filter(key=external.UNIT).values_list(
-                "result", flat=True).first())
-        PipelineRun.objects.filter(pk=pipeline_run.pk).update(run=run)
-        return summary
+        return external.attempt_external_finish(pipeline_run=pipeline_run, name=params.name)
     outcomes = [r for r in units.filter(status=WorkUnit.Status.DONE).values_list("result", flat=True) if r]
     failures = dict(units.filter(status=WorkUnit.Status.FAILED).values_list("key", "last_error"))
     run, summary = attempt_import(run_dir=Path(params.run_dir), name=params.name, agent=params.agent,
