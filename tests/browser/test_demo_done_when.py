@@ -74,7 +74,7 @@ def _check_citations(page, recorded: dict) -> int:
     """Every numbered citation in a part's evidence links to the row it names, or is marked unsupported; every
     citation link lands on something. Returns how many citations were checked."""
     counts = {"request": len(recorded.get("log") or []), "change": len(recorded.get("changes") or [])}
-    parts, checked = page.locator("#judgments ol.parts > li"), 0
+    parts, checked = page.locator("#judgments ol.parts:not(.verifier-checks) > li"), 0  # the judge's parts
     for p in range(parts.count()):
         part = parts.nth(p)
         evidence = part.locator(".evidence").inner_text()
