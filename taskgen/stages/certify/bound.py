@@ -122,55 +122,81 @@ def successes_estimate(strata: Sequence[StratumCount]) -> float | None:
     return sum(s.size * s.successes / s.labelled for s in strata if s.size)
 
 
-def _spread(stratum: StratumCount) -> float:
+Z_ALLOCATION = 1.645  # only to rank where the next label helps most; the bound itself uses no normal approximation
+
+
+def _rate(stratum: StratumCount) -> float:
+    """The stratum's success rate as the allocation sees it: its labels so far with Laplace's prior (0.5 unseen)."""
     a, b = ALLOCATION_PRIOR
-    rate = (stratum.successes + a) / (stratum.labelled + a + b)
-    return math.sqrt(rate * (1 - rate))
+    return (stratum.successes + a) / (stratum.labelled + a + b)
+
+
+def _likely_share(strata: Sequence[StratumCount], labelled: Sequence[float], rates: Sequence[float]) -> float:
+    """Roughly where the lower bound on the population's share of successes would be with `labelled` labels per
+    stratum at these rates: the estimate less z standard errors (Neyman's variance, finite population), over the
+    episodes left once the labelled failures have left the export. Only ranks allocations."""
+    variance, successes, rejected, size = 0.0, 0.0, 0.0, 0
+    for stratum, n, rate in zip(strata, labelled, rates, strict=True):
+        size += stratum.size
+        successes += stratum.size * rate
+        rejected += (stratum.labelled - stratum.successes) + (n - stratum.labelled) * (1 - rate)
+        if n < stratum.size:
+            if n == 0:
+                return -math.inf
+            variance += stratum.size ** 2 * rate * (1 - rate) * (1 / n - 1 / stratum.size)
+    kept = max(1.0, size - rejected)
+    return (successes - Z_ALLOCATION * math.sqrt(variance)) / kept
+
+
+def _best_stratum(strata: Sequence[StratumCount], labelled: list[float], rates: list[float], step: float) -> int | None:
+    """The stratum whose next `step` labels would raise the likely bound most; a stratum without labels first
+    (the largest by N_h s_h: Neyman's weight, with Laplace's prior for the spread)."""
+    open_strata = [h for h, s in enumerate(strata) if labelled[h] < s.size]
+    if not open_strata:
+        return None
+    unseen = [h for h in open_strata if labelled[h] == 0]
+    if unseen:
+        return max(unseen, key=lambda h: strata[h].size * math.sqrt(rates[h] * (1 - rates[h])))
+
+    def after(h: int) -> float:
+        trial = list(labelled)
+        trial[h] = min(strata[h].size, trial[h] + step)
+        return _likely_share(strata, trial, rates)
+
+    return max(open_strata, key=after)
 
 
 def allocate_next(strata: Sequence[StratumCount], *, count: int) -> list[int]:
-    """The strata of the next `count` labels, in order: sequential Neyman allocation (each label goes where it cuts
-    the estimate's variance most: N_h^2 s_h^2 / (n_h (n_h + 1)), a stratum without labels first), the spreads
-    s_h taken from the labels so far with Laplace's prior, as the labels to come are not known yet."""
-    labelled = [s.labelled for s in strata]
-    spreads = [_spread(s) for s in strata]
-
-    def gain(h: int) -> tuple[bool, float]:
-        n, weight = labelled[h], strata[h].size * spreads[h]
-        return (n == 0, weight if n == 0 else weight * weight / (n * (n + 1)))
-
+    """The strata of the next `count` labels, in order: each label goes where it raises the likely lower bound
+    most (Neyman's variance term, and the failures it is likely to take out of the export), a stratum without
+    labels first; the rates come from the labels so far with Laplace's prior (the labels to come are not known)."""
+    labelled: list[float] = [s.labelled for s in strata]
+    rates = [_rate(s) for s in strata]
     order: list[int] = []
     for _ in range(count):
-        open_strata = [h for h, stratum in enumerate(strata) if labelled[h] < stratum.size]
-        if not open_strata:
+        best = _best_stratum(strata, labelled, rates, 1)
+        if best is None:
             break
-        best = max(open_strata, key=gain)
         order.append(best)
         labelled[best] += 1
     return order
 
 
 def _projected(strata: Sequence[StratumCount], extra: int) -> list[StratumCount]:
-    """The strata after `extra` more labels shared out by Neyman's rule (water-filling over the labels already
-    given), each stratum's new labels succeeding at its current smoothed rate."""
-    weights = [s.size * _spread(s) for s in strata]
-
-    def totals(t: float) -> list[int]:
-        return [min(s.size, max(s.labelled, math.floor(t * w))) for s, w in zip(strata, weights, strict=True)]
-
-    goal = sum(s.labelled for s in strata) + extra
-    low, high = 0.0, 1.0
-    while sum(totals(high)) < goal and high < 1e12:
-        high *= 2
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if sum(totals(mid)) < goal else (low, mid)
-    out = []
-    for s, n in zip(strata, totals(high), strict=True):
-        a, b = ALLOCATION_PRIOR
-        rate = (s.successes + a) / (s.labelled + a + b)
-        out.append(StratumCount(s.size, n, min(n, s.successes + round(rate * (n - s.labelled)))))
-    return out
+    """The strata after `extra` more labels shared out as `allocate_next` would (in about 40 chunks), each
+    stratum's new labels succeeding at its current smoothed rate."""
+    labelled: list[float] = [s.labelled for s in strata]
+    rates = [_rate(s) for s in strata]
+    left, step = extra, max(1, extra // 40)
+    while left > 0:
+        best = _best_stratum(strata, labelled, rates, min(step, left))
+        if best is None:
+            break
+        took = min(step, left, strata[best].size - int(labelled[best]))
+        labelled[best] += took
+        left -= took
+    return [StratumCount(s.size, int(n), min(int(n), s.successes + round(rate * (int(n) - s.labelled))))
+            for s, n, rate in zip(strata, labelled, rates, strict=True)]
 
 
 def labels_needed(strata: Sequence[StratumCount], *, reached: Callable[[list[StratumCount]], bool]) -> int | None:

@@ -26,7 +26,7 @@ from review.models import CertifyDesign, FinalLabel, LabelVerdict
 from review.risk import STRATA, risk_sets, risk_stratum
 from taskgen.models import Episode, JudgeConfig, Judgment, Run
 from taskgen.stages.certify.bound import StratumCount, design_walk
-from taskgen.stages.export.select import Selection, export_select
+from taskgen.stages.export.select import SelectContext, Selection, export_select, run_risk_sets
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -108,13 +108,14 @@ class Design:
         return [s.count for s in self.strata]
 
 
-def design_build(*, selection: Selection, seed: int) -> Design:
+def design_build(*, selection: Selection, seed: int, context: SelectContext | None = None) -> Design:
     """The design for the exact episodes `selection` writes (its run, source, judge config, budget and cuts)."""
     frame_selection = export_select(run=selection.run, source="judge", judge_config=selection.judge_config,
                                     budget=selection.budget, exclude_risk=selection.exclude_risk, labels_ignored=True,
-                                    include_verifier_failed=selection.include_verifier_failed)
+                                    include_verifier_failed=selection.include_verifier_failed, context=context)
+    sets = run_risk_sets(run=selection.run, judge_config=selection.judge_config, context=context)
     return _design(selection=selection, seed=seed, population=[c.episode_id for c in selection.picked],
-                   frame=[c.episode_id for c in frame_selection.picked])
+                   frame=[c.episode_id for c in frame_selection.picked], sets=sets)
 
 
 def judged_design(*, run: Run, judge_config: JudgeConfig, seed: int) -> Design:
@@ -126,10 +127,12 @@ def judged_design(*, run: Run, judge_config: JudgeConfig, seed: int) -> Design:
     return _design(selection=selection, seed=seed, population=judged, frame=judged)
 
 
-def _design(*, selection: Selection, seed: int, population: list[int], frame: list[int]) -> Design:
+def _design(*, selection: Selection, seed: int, population: list[int], frame: list[int],
+            sets: dict | None = None) -> Design:
     everyone = set(population) | set(frame)
     config_id = selection.judge_config.pk if selection.judge_config else None
-    sets = risk_sets(Episode.objects.filter(pk__in=everyone), config_id) if everyone else {}
+    if sets is None:
+        sets = risk_sets(Episode.objects.filter(pk__in=everyone), config_id) if everyone else {}
     stratum_of = {pk: risk_stratum(pk, sets) for pk in everyone}
     truths = label_truths(everyone)
     orders = [in_design_order(seed, [pk for pk in frame if stratum_of[pk] == name]) for name in STRATA]

@@ -24,7 +24,7 @@ from taskgen.stages.certify.bound import (
     successes_upper,
 )
 from taskgen.stages.certify.design import Design, design_build, design_seed, judged_design
-from taskgen.stages.export.select import ExportError, Selection, export_select
+from taskgen.stages.export.select import ExportError, SelectContext, Selection, export_select
 
 SOURCES = (Export.Selection.JUDGE, Export.Selection.HUMAN_OVER_JUDGE)
 COUNTED = ("A label counts when the design drew it: each stratum's episodes are labelled in a random order fixed "
@@ -148,9 +148,10 @@ def _task_ids(ids: list[int]) -> list[str]:
     return [names[pk] for pk in ids]
 
 
-def certificate_of(*, selection: Selection, params: CertifyParams, seed: int, next_count: int = 20) -> dict:
+def certificate_of(*, selection: Selection, params: CertifyParams, seed: int, next_count: int = 20,
+                   context: SelectContext | None = None) -> dict:
     """The certificate of exactly the episodes `selection` writes."""
-    design = design_build(selection=selection, seed=seed)
+    design = design_build(selection=selection, seed=seed, context=context)
     adjust = _adjustment(design)
     counts, size = design.counts(), len(design.population)
     lower = _lower_share(counts, adjust, size, params.confidence)
@@ -179,10 +180,10 @@ def certificate_of(*, selection: Selection, params: CertifyParams, seed: int, ne
     }
 
 
-def _select(params: CertifyParams, exclude_risk: tuple[str, ...]) -> Selection:
+def _select(params: CertifyParams, exclude_risk: tuple[str, ...], context: SelectContext) -> Selection:
     try:
         return export_select(run=params.run, source=params.source, judge_config=params.judge_config,
-                             budget=params.budget, exclude_risk=exclude_risk,
+                             budget=params.budget, exclude_risk=exclude_risk, context=context,
                              include_reviewer_rejected=params.include_reviewer_rejected,
                              include_verifier_failed=params.include_verifier_failed)
     except ExportError as exc:
@@ -193,18 +194,20 @@ def certificate_compute(*, params: CertifyParams, next_count: int = 20, cuts: bo
     """The certificate of the export `params` describes, and with `cuts` the same for each choice of leaving the
     riskiest strata out (each bound recomputed on its own population)."""
     seed = design_seed(run=params.run, judge_config=params.judge_config, user=user)
-    certificate = certificate_of(selection=_select(params, params.exclude_risk), params=params, seed=seed,
-                                 next_count=next_count)
+    context = SelectContext()  # the run is read once for the population, the frame and every cut
+    certificate = certificate_of(selection=_select(params, params.exclude_risk, context), params=params, seed=seed,
+                                 next_count=next_count, context=context)
     if cuts:  # every cut is computed (a fixed number of queries); those that cut nothing more are not shown
         present = {s["name"] for s in certificate["strata"]}
-        rows = [_cut_row(params, RISK_NAMES[:k], seed) for k in range(len(RISK_NAMES) + 1)]
+        rows = [_cut_row(params, RISK_NAMES[:k], seed, context) for k in range(len(RISK_NAMES) + 1)]
         certificate["cuts"] = [{**row, "exclude_risk": [r for r in row["exclude_risk"] if r in present]}
                                for k, row in enumerate(rows) if k == 0 or RISK_NAMES[k - 1] in present]
     return certificate
 
 
-def _cut_row(params: CertifyParams, cut: tuple[str, ...], seed: int) -> dict:
-    cert = certificate_of(selection=_select(params, cut), params=params, seed=seed, next_count=0)
+def _cut_row(params: CertifyParams, cut: tuple[str, ...], seed: int, context: SelectContext) -> dict:
+    cert = certificate_of(selection=_select(params, cut, context), params=params, seed=seed, next_count=0,
+                          context=context)
     keep = ("population", "steps", "budget", "labels", "estimate", "lower", "certified", "labels_needed")
     return {"exclude_risk": list(cut), **{key: cert[key] for key in keep}}
 

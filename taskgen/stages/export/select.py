@@ -47,6 +47,24 @@ CONSIDERED_WORDS = {Export.Selection.JUDGE: "judged successes", Export.Selection
                     Export.Selection.HUMAN_OVER_JUDGE: "judged or human successes"}
 
 
+@dataclass
+class SelectContext:
+    """What the selections of one computation share: a certificate selects the same run for its population, its
+    frame and every cut, and each would read every episode of the run again (a second at 100,000 episodes). Made for
+    one computation and dropped after it: nothing is kept across requests."""
+
+    reads: dict = field(default_factory=dict)
+
+    def get(self, key: tuple, make):
+        if key not in self.reads:
+            self.reads[key] = make()
+        return self.reads[key]
+
+
+def _read(context: SelectContext | None, key: tuple, make):
+    return make() if context is None else context.get(key, make)
+
+
 class ExportError(ValueError):
     """Bad export parameters (budget, source, judge config, folder): nothing was written."""
 
@@ -169,28 +187,38 @@ def export_include_check(*, source: str, include_reviewer_rejected: bool) -> Non
                           "Not success applies to the judge source only")
 
 
-def _risky_ids(*, run: Run, judge_config: JudgeConfig | None, exclude_risk: tuple[str, ...]) -> set[int]:
-    """The run's episodes holding any of the risks cut (review/risk.py, the judge config's verdicts)."""
+def run_risk_sets(*, run: Run, judge_config: JudgeConfig | None, context: SelectContext | None = None) -> dict:
+    """The run's episodes holding each risk (review/risk.py, the judge config's verdicts)."""
+    config_id = judge_config.pk if judge_config else None
+    return _read(context, ("risks", run.pk, config_id),
+                 lambda: risk_sets(Episode.objects.filter(run=run), config_id))
+
+
+def _risky_ids(*, run: Run, judge_config: JudgeConfig | None, exclude_risk: tuple[str, ...],
+               context: SelectContext | None = None) -> set[int]:
+    """The run's episodes holding any of the risks cut."""
     if not exclude_risk:
         return set()
-    sets = risk_sets(Episode.objects.filter(run=run), judge_config.pk if judge_config else None)
+    sets = run_risk_sets(run=run, judge_config=judge_config, context=context)
     return set().union(*(sets[name] for name in exclude_risk))
 
 
 def _left_out_by_label(*, run: Run, source: str, judge_config: JudgeConfig | None, include_reviewer_rejected: bool,
-                       include_verifier_failed: bool, labels_ignored: bool = False) -> dict[int, str | None]:
+                       include_verifier_failed: bool, labels_ignored: bool = False,
+                       context: SelectContext | None = None) -> dict[int, str | None]:
     """Each episode the source (or the judge, beside human labels) approves: None when it may be exported, else the
     reason (a LEFT_OUT_WHY key) a label or the verifier keeps it out. `labels_ignored`: as if nobody had labelled."""
-    labels = FinalLabel.objects.none() if labels_ignored else FinalLabel.objects.filter(episode__run=run)
-    finals = {pk: (verdict, adjudicated) for pk, verdict, adjudicated in
-              labels.values_list("episode_id", "verdict", "adjudicated")}
+    finals = {} if labels_ignored else _read(context, ("finals", run.pk), lambda: {
+        pk: (verdict, adjudicated) for pk, verdict, adjudicated in
+        FinalLabel.objects.filter(episode__run=run).values_list("episode_id", "verdict", "adjudicated")})
     human_yes = {pk for pk, (verdict, _) in finals.items() if verdict == LabelVerdict.SUCCESS}
     judge_yes: set[int] = set()
     if judge_config is not None and source != Export.Selection.HUMAN:
-        judge_yes = set(Judgment.objects.filter(episode__run=run, config=judge_config,
-                                                verdict=Judgment.Verdict.SUCCESS).values_list("episode_id", flat=True))
-    failed = set() if include_verifier_failed else set(
-        VerifierResult.objects.filter(episode__run=run, ok=False).values_list("episode_id", flat=True))
+        judge_yes = _read(context, ("judge_yes", run.pk, judge_config.pk), lambda: set(
+            Judgment.objects.filter(episode__run=run, config=judge_config, verdict=Judgment.Verdict.SUCCESS)
+            .values_list("episode_id", flat=True)))
+    failed = set() if include_verifier_failed else _read(context, ("failed", run.pk), lambda: set(
+        VerifierResult.objects.filter(episode__run=run, ok=False).values_list("episode_id", flat=True)))
     considered = human_yes if source == Export.Selection.HUMAN else judge_yes if source == Export.Selection.JUDGE \
         else human_yes | judge_yes
     return {pk: _label_reason(*finals.get(pk, (None, False)), source=source,
@@ -239,13 +267,25 @@ def _round_robin(episodes: list[dict], slots: dict[str, int] | None) -> list[dic
     return [row for *_, row in sorted(ranked, key=lambda item: item[:2])]
 
 
+def _episodes_in_order(run: Run) -> tuple[list[dict], dict[str, int] | None]:
+    """The run's episodes in the reference's order (round robin over sites), and the tasks file's slots if used."""
+    rows = list(Episode.objects.filter(run=run).values("id", "task_order", "task__task_id", "site__slug",
+                                                       "has_rows", "row_count", "content_hash"))
+    slots = tasks_file_slots(run)
+    if slots is not None and any(row["task__task_id"] not in slots for row in rows):
+        slots = None  # the file no longer lists every episode's task: fall back to the episodes' own order
+    return _round_robin(rows, slots), slots
+
+
 def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_config: JudgeConfig | None = None,
                   budget: object = None, include_reviewer_rejected: bool = False,
-                  include_verifier_failed: bool = False, exclude_risk=(), labels_ignored: bool = False) -> Selection:
+                  include_verifier_failed: bool = False, exclude_risk=(), labels_ignored: bool = False,
+                  context: SelectContext | None = None) -> Selection:
     """The episodes an export takes, in order, under the reference's rules, less what reviewers rejected or the
     verifier failed unless asked for, and less the episodes holding a risk in `exclude_risk` (review/risk.py); and
     how many approved episodes are left out, by reason. `labels_ignored` selects as if no human had labelled
-    anything: a certificate's frame, the judge's own choice, which no label moves."""
+    anything: a certificate's frame, the judge's own choice, which no label moves. `context` shares the run's reads
+    between the selections of one computation."""
     budget = export_budget_check(settings.EXPORT_BUDGET if budget is None else budget)
     export_source_check(source=source, judge_config=judge_config)
     export_include_check(source=source, include_reviewer_rejected=include_reviewer_rejected)
@@ -255,21 +295,19 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
         raise ExportError(str(exc)) from None
     outcome = _left_out_by_label(run=run, source=source, judge_config=judge_config,
                                  include_reviewer_rejected=include_reviewer_rejected,
-                                 include_verifier_failed=include_verifier_failed, labels_ignored=labels_ignored)
-    for pk in _risky_ids(run=run, judge_config=judge_config, exclude_risk=exclude_risk) & outcome.keys():
+                                 include_verifier_failed=include_verifier_failed, labels_ignored=labels_ignored,
+                                 context=context)
+    for pk in _risky_ids(run=run, judge_config=judge_config, exclude_risk=exclude_risk,
+                         context=context) & outcome.keys():
         outcome[pk] = outcome[pk] or "risk"
-    rows = list(Episode.objects.filter(run=run).values("id", "task_order", "task__task_id", "site__slug",
-                                                       "has_rows", "row_count", "content_hash"))
-    slots = tasks_file_slots(run)
-    if slots is not None and any(row["task__task_id"] not in slots for row in rows):
-        slots = None  # the file no longer lists every episode's task: fall back to the episodes' own order
+    ordered, slots = _read(context, ("ordered", run.pk), lambda: _episodes_in_order(run))
     selection = Selection(run=run, source=source, judge_config=judge_config, budget=budget,
                           include_reviewer_rejected=include_reviewer_rejected,
                           include_verifier_failed=include_verifier_failed, exclude_risk=exclude_risk,
                           order_from="tasks file" if slots is not None else "episodes")
     left_out: dict[str, int] = {}
     steps = 0
-    for row in _round_robin(rows, slots):
+    for row in ordered:
         why = _left_out_reason(row=row, outcome=outcome, steps=steps, budget=budget)
         if why == "unapproved":
             continue
