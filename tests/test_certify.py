@@ -129,3 +129,17 @@ def test_validates_sample_estimate_counts_only_the_labels_the_design_drew():
     assert after["labels_not_counted"] + after["judged_success"]["labelled"] == 26  # the rest wait for the walk
     low, high = after["precision_ci"]
     assert low <= sum(truth.values()) / 30 <= high
+
+
+def test_a_certificate_can_leave_out_the_labels_of_reviewers_below_an_accuracy(monkeypatch):
+    from tests.factories import UserFactory
+    run, config, truth = judged_run(episodes=20, risky=4)
+    params = CertifyParams(run=run, judge_config=config)
+    careless = UserFactory(username="careless", role="reviewer")
+    theirs = certificate_compute(params=params, next_count=6)["next"]
+    label_as_truth(_ids(theirs), truth, reviewer=careless)
+    assert certificate_compute(params=params)["labels"] >= 3
+    monkeypatch.setattr("review.reviewer_quality.reviewers_below", lambda **kwargs: {careless.pk})
+    trusted = certificate_compute(params=CertifyParams(run=run, judge_config=config, min_reviewer_accuracy=0.8))
+    assert trusted["labels"] == 0 and trusted["min_reviewer_accuracy"] == 0.8
+    assert theirs[0] in trusted["next"]  # what only they labelled is served again

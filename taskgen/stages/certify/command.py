@@ -38,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", default=None, help="the export's step budget (default: the export's)")
     parser.add_argument("--target", type=_share, default=0.9, help="precision to certify (default %(default)s)")
     parser.add_argument("--confidence", type=_share, default=0.95, help="of the lower bound (default %(default)s)")
+    parser.add_argument("--min-reviewer-accuracy", type=_share, default=None,
+                        help="leave out the labels of reviewers below this accuracy on known-truth checks")
     parser.add_argument("--next", type=int, default=20, dest="next_count", help="task ids to label next (default "
                                                                                  "%(default)s)")
     parser.add_argument("--cuts", action="store_true", help="add the table of cuts of the riskiest strata")
@@ -49,7 +51,8 @@ def run(options: dict, stdout, stderr) -> int:
         the_run = find_run(options["run"])
         params = CertifyParams(run=the_run, judge_config=find_judge_config(options["judge"], the_run),
                                source=options["source"], exclude_risk=risk_names_check(options["exclude_risk"]),
-                               budget=options["budget"], target=options["target"], confidence=options["confidence"])
+                               budget=options["budget"], target=options["target"], confidence=options["confidence"],
+                               min_reviewer_accuracy=options["min_reviewer_accuracy"])
         certificate = certificate_compute(params=params, next_count=max(0, options["next_count"]),
                                           cuts=options["cuts"])
     except (CertifyError, ExportError, RiskError) as exc:

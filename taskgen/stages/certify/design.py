@@ -71,9 +71,16 @@ def _truth(verdict: str, adjudicated: bool) -> bool | None:
     return None
 
 
-def label_truths(episode_ids: set[int]) -> dict[int, tuple[bool | None, str]]:
-    """Each labelled episode's truth and final verdict, from its final label. (The hook for leaving out reviewers of
-    low accuracy: their labels would be dropped here before the final-label rule.)"""
+def label_truths(episode_ids: set[int], *, min_reviewer_accuracy: float | None = None
+                 ) -> dict[int, tuple[bool | None, str]]:
+    """Each labelled episode's truth and final verdict, from its final label; with `min_reviewer_accuracy`, from the
+    final-label rule over the labels of reviewers at or above that accuracy on known-truth checks only
+    (review/reviewer_quality.py): an episode only they labelled is unlabelled again, and served again."""
+    if min_reviewer_accuracy is not None:
+        from review.reviewer_quality import final_verdicts_trusted  # here: it imports the queues, which import us
+        trusted = final_verdicts_trusted(episode_ids=sorted(episode_ids), accuracy=min_reviewer_accuracy)
+        return {pk: (_truth(verdict, verdict != LabelVerdict.UNSURE), verdict) for pk, verdict in trusted.items()
+                if verdict is not None}
     rows = FinalLabel.objects.filter(episode_id__in=episode_ids).values_list("episode_id", "verdict", "adjudicated")
     return {pk: (_truth(verdict, adjudicated), verdict) for pk, verdict, adjudicated in rows}
 
@@ -108,14 +115,16 @@ class Design:
         return [s.count for s in self.strata]
 
 
-def design_build(*, selection: Selection, seed: int, context: SelectContext | None = None) -> Design:
+def design_build(*, selection: Selection, seed: int, context: SelectContext | None = None,
+                 min_reviewer_accuracy: float | None = None) -> Design:
     """The design for the exact episodes `selection` writes (its run, source, judge config, budget and cuts)."""
     frame_selection = export_select(run=selection.run, source="judge", judge_config=selection.judge_config,
                                     budget=selection.budget, exclude_risk=selection.exclude_risk, labels_ignored=True,
                                     include_verifier_failed=selection.include_verifier_failed, context=context)
     sets = run_risk_sets(run=selection.run, judge_config=selection.judge_config, context=context)
     return _design(selection=selection, seed=seed, population=[c.episode_id for c in selection.picked],
-                   frame=[c.episode_id for c in frame_selection.picked], sets=sets)
+                   frame=[c.episode_id for c in frame_selection.picked], sets=sets,
+                   min_reviewer_accuracy=min_reviewer_accuracy)
 
 
 def judged_design(*, run: Run, judge_config: JudgeConfig, seed: int) -> Design:
@@ -128,13 +137,13 @@ def judged_design(*, run: Run, judge_config: JudgeConfig, seed: int) -> Design:
 
 
 def _design(*, selection: Selection, seed: int, population: list[int], frame: list[int],
-            sets: dict | None = None) -> Design:
+            sets: dict | None = None, min_reviewer_accuracy: float | None = None) -> Design:
     everyone = set(population) | set(frame)
     config_id = selection.judge_config.pk if selection.judge_config else None
     if sets is None:
         sets = risk_sets(Episode.objects.filter(pk__in=everyone), config_id) if everyone else {}
     stratum_of = {pk: risk_stratum(pk, sets) for pk in everyone}
-    truths = label_truths(everyone)
+    truths = label_truths(everyone, min_reviewer_accuracy=min_reviewer_accuracy)
     orders = [in_design_order(seed, [pk for pk in frame if stratum_of[pk] == name]) for name in STRATA]
     seen = [[truths.get(pk, (None, ""))[0] for pk in order] for order in orders]
     counts, _ = design_walk(seen)

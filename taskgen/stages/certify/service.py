@@ -28,10 +28,10 @@ from taskgen.stages.export.select import ExportError, SelectContext, Selection, 
 
 SOURCES = (Export.Selection.JUDGE, Export.Selection.HUMAN_OVER_JUDGE)
 COUNTED = ("A label counts when the design drew it: each stratum's episodes are labelled in a random order fixed "
-           "by the seed, and only the labelled run at the start of that order is a random sample. Labels further on "
-           "(the false-positive audit serves the riskiest first; browsing) wait until every episode before them is "
-           "labelled; a stratum labelled in full is a census. A label that moved an episode in or out of the export "
-           "(a Not success leaves it) is counted exactly.")
+           "by the seed, the strata served in turn by the design's rule, and the labels it has reached in that walk "
+           "are a random sample. Labels given elsewhere (the false-positive audit serves the riskiest first; "
+           "browsing) wait until the walk reaches them; a stratum labelled in full is a census. A label that moved "
+           "an episode in or out of the export (a Not success leaves it) is counted exactly.")
 
 
 class CertifyError(ValueError):
@@ -51,6 +51,7 @@ class CertifyParams:
     include_verifier_failed: bool = False
     target: float = 0.9
     confidence: float = 0.95
+    min_reviewer_accuracy: float | None = None  # leave out the labels of reviewers below this accuracy
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -151,7 +152,8 @@ def _task_ids(ids: list[int]) -> list[str]:
 def certificate_of(*, selection: Selection, params: CertifyParams, seed: int, next_count: int = 20,
                    context: SelectContext | None = None) -> dict:
     """The certificate of exactly the episodes `selection` writes."""
-    design = design_build(selection=selection, seed=seed, context=context)
+    design = design_build(selection=selection, seed=seed, context=context,
+                          min_reviewer_accuracy=params.min_reviewer_accuracy)
     adjust = _adjustment(design)
     counts, size = design.counts(), len(design.population)
     lower = _lower_share(counts, adjust, size, params.confidence)
@@ -168,6 +170,7 @@ def certificate_of(*, selection: Selection, params: CertifyParams, seed: int, ne
         "estimate": None if estimate is None else round(estimate, 4),
         "lower": None if lower is None else round(lower, 4),
         "target": params.target, "confidence": params.confidence,
+        "min_reviewer_accuracy": params.min_reviewer_accuracy,
         "certified": lower is not None and lower >= params.target,
         "labels_needed": _labels_still_needed(design, adjust, params),
         "method": METHOD, "reference": METHOD_REFERENCE, "seed": seed,
@@ -214,7 +217,8 @@ def _cut_row(params: CertifyParams, cut: tuple[str, ...], seed: int, context: Se
 
 def certificate_summary(certificate: dict) -> dict:
     """What a manifest and `_certificate.json` keep: enough to check the certificate later against the labels."""
-    keys = ("run", "judge_config", "source", "exclude_risk", "budget", "population", "frame", "labels", "estimate",
+    keys = ("run", "judge_config", "source", "exclude_risk", "budget", "min_reviewer_accuracy", "population", "frame",
+            "labels", "estimate",
             "lower", "target", "confidence", "certified", "method", "reference", "seed", "labels_sha256",
             "labels_used", "strata")
     return {key: certificate[key] for key in keys}
@@ -253,7 +257,7 @@ def certificate_gate(*, selection: Selection, target: float, confidence: float =
 def gate_refusal_words(certificate: dict) -> str:
     lower = certificate["lower"] or 0.0
     need = certificate["labels_needed"]
-    more = (f"about {need} more label{'s' if need != 1 else ''} in the design's order are likely needed"
+    more = (f"about {need} more label{'s are' if need != 1 else ' is'} likely needed in the design's order"
             if need else "the target is out of reach with these episodes: leave the riskiest strata out (see the "
                          "cuts on the certificate)")
     return (f"not certified: the {certificate['confidence']:.0%} lower bound on the precision of the "
