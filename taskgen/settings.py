@@ -139,7 +139,9 @@ def _postgres_pool() -> dict:
     judge_threads = _judge_threads()
     high = env_int("DATABASE_POOL_MAX_SIZE", max(20, judge_threads + 4), minimum=max(1, low))
     pool = {"min_size": low, "max_size": high, "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0)}
-    return {"CONN_MAX_AGE": 0, "OPTIONS": {"pool": pool}}
+    # CONN_HEALTH_CHECKS: the pool checks each connection (an empty query) before it lends it, so one PostgreSQL
+    # ended meanwhile (a restart, pg_terminate_backend) is replaced instead of failing the request or unit it went to.
+    return {"CONN_MAX_AGE": 0, "CONN_HEALTH_CHECKS": True, "OPTIONS": {"pool": pool}}
 # ---- end of Production (pool) ----
 
 
@@ -423,7 +425,9 @@ LOGGING = {
     "loggers": {"django.db.backends": {"level": "WARNING"}, "httpx": {"level": "WARNING"},
                 "httpx2": {"level": "WARNING"}, "httpcore": {"level": "WARNING"},
                 "celery.app.trace": {"level": "WARNING"},
-                "celery.worker.strategy": {"level": "WARNING"}},
+                "celery.worker.strategy": {"level": "WARNING"},
+                # django-axes says three things at INFO on every login; its failures and lockouts are WARNING.
+                "axes": {"level": "WARNING"}},
 }
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False  # workers log through LOGGING above, in the same format
 # ==== end of Production ====

@@ -284,6 +284,7 @@ def test_the_heartbeat_beats_on_after_the_database_ended_its_connection(sent, ca
     from taskgen.engine.worker import Heartbeat
 
     pipeline_run = _judge_run(1)
+    _pool_fill(10)  # idle connections, as a busy worker's pool holds them: each one ended below
     [unit] = units_lease(pipeline_run_id=pipeline_run.pk, owner="w1", count=1, lease_seconds=6)
     with Heartbeat(pks=[unit.pk], owner="w1", lease=6):  # a beat every 2 s
         time.sleep(3)
@@ -294,3 +295,21 @@ def test_the_heartbeat_beats_on_after_the_database_ended_its_connection(sent, ca
         lease_until = WorkUnit.objects.get(pk=unit.pk).lease_until
     assert "missed a beat" in caplog.text
     assert lease_until > timezone.now()
+
+
+def _pool_fill(count: int) -> None:
+    """`count` connections in use at once from as many threads, then back in the pool, idle."""
+    import threading
+
+    barrier = threading.Barrier(count)
+
+    def hold() -> None:
+        connection.ensure_connection()
+        barrier.wait(10)
+        connection.close()
+
+    threads = [threading.Thread(target=hold) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

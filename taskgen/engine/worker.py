@@ -5,7 +5,6 @@ sleeps: a unit told to wait goes back to the queue with a time, and the caller i
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import threading
@@ -14,6 +13,7 @@ import time
 from django.conf import settings
 from django.db import connection
 
+from taskgen.db_connections import connections_renew
 from taskgen.engine.runs import run_batch_record, run_error, run_finish_if_settled
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.units import (
@@ -95,8 +95,7 @@ class Heartbeat:
             units_extend(pks=list(self.pks), owner=self.owner, lease_seconds=self.lease)
         except Exception as exc:  # noqa: BLE001  (a missed beat only shortens the lease left)
             log.warning("lease heartbeat of %s missed a beat: %s", self.owner, exc)
-            with contextlib.suppress(Exception):  # a connection the server ended may fail to close too
-                connection.close()
+            connections_renew()
 
     def __enter__(self) -> Heartbeat:
         self.thread.start()

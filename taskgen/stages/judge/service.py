@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 
 from taskgen.blobs import blob_path
+from taskgen.db_connections import connections_renew
 from taskgen.judging import VERDICTS, judgment_fields_of, unsupported_citations_count
 from taskgen.models import Episode, JudgeAnswer, JudgeConfig, Judgment, Run
 from taskgen.providers import (
@@ -172,12 +173,23 @@ def _ask(config: JudgeConfig, built: JudgeRequest, in_worker: bool = False) -> d
         latency += result.latency_ms
         answer = judgment_fields_of(result.text)
         if answer["verdict"] in VERDICTS:
-            JudgeAnswer.objects.bulk_create([JudgeAnswer(
-                request_hash=built.request_hash, model=config.model, text=result.text, input_tokens=used_in,
-                output_tokens=used_out, latency_ms=latency)], ignore_conflicts=True)
+            _answer_keep(JudgeAnswer(request_hash=built.request_hash, model=config.model, text=result.text,
+                                     input_tokens=used_in, output_tokens=used_out, latency_ms=latency))
             break
     return {**answer, "input_tokens": used_in, "output_tokens": used_out, "latency_ms": latency,
             "cost_usd": _cost(config.model, used_in, used_out)}
+
+
+def _answer_keep(answer: JudgeAnswer) -> None:
+    """Keep a paid answer until its judgment is stored. The connection may have been ended while the call waited
+    (PostgreSQL restarted): then once more on a new one, or the retry would pay for the call again."""
+    try:
+        JudgeAnswer.objects.bulk_create([answer], ignore_conflicts=True)
+    except OperationalError:
+        if connection.in_atomic_block:
+            raise
+        connections_renew()
+        JudgeAnswer.objects.bulk_create([answer], ignore_conflicts=True)
 
 
 def _from_cache(request_hash: str) -> dict | None:
