@@ -71,14 +71,14 @@ def _episode_fields(n: int) -> dict:
             "screen_text": [f"page {i} of the shop" for i in range(12)], "steps": 12}
 
 
-def _fill(episodes: int):
+def _fill(episodes: int, run_name: str = RUN_NAME):
     """The judged run (made once) and its false-positive audit queue."""
     from review.models import Queue
     from review.services import queues_builtin_ensure
     from taskgen.blobs import blob_store_image
     from taskgen.models import Episode, JudgeConfig, Judgment, Run, Screenshot, Site, Task
 
-    run, made = Run.objects.get_or_create(name=RUN_NAME)
+    run, made = Run.objects.get_or_create(name=run_name)
     if made or not run.episodes.exists():
         site, _ = Site.objects.get_or_create(slug="bench-shop", defaults={"name": "Bench shop"})
         tasks = Task.objects.bulk_create(
@@ -143,12 +143,15 @@ def _free_port(wanted: int) -> int:
         return s.getsockname()[1]
 
 
-def _gunicorn(port: int, workers: int, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": secrets.token_urlsafe(50), "DJANGO_HTTPS": "0",
-           "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "GUNICORN_BIND": f"127.0.0.1:{port}",
+def _gunicorn(port: int, workers: int, log: Path, secret_key: str = "") -> subprocess.Popen:
+    """gunicorn with the production settings, in a process group of its own (so its workers can be killed with it);
+    returns once it answers."""
+    env = {**os.environ, "DJANGO_DEBUG": "0", "DJANGO_SECRET_KEY": secret_key or secrets.token_urlsafe(50),
+           "DJANGO_HTTPS": "0", "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "GUNICORN_BIND": f"127.0.0.1:{port}",
            "GUNICORN_WORKERS": str(workers), "TASKGEN_LOG_FORMAT": "json"}
     process = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "taskgen.wsgi"],
-                               cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+                               cwd=ROOT, env=env, stdout=log.open("a"), stderr=subprocess.STDOUT,
+                               start_new_session=True)
     for _ in range(120):
         try:
             requests.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=30)

@@ -136,7 +136,7 @@ class FakeGemini(FakeModelServer):
                 continue
             key = hashlib.sha256(json.dumps(record["body"], sort_keys=True).encode()).hexdigest()
             if key in answered and answered[key] < record["at"]:
-                twice.append(record)
+                twice.append({**record, "first_answered_at": answered[key]})
             if "answered_at" in record:
                 answered.setdefault(key, record["answered_at"])
         return twice
