@@ -5,7 +5,14 @@ from django import forms
 from django.conf import settings
 
 from review.risk import RISK_NAMES, RISK_WORDS
-from taskgen.harness.agents import AgentError, agent_choices, agent_options_check, agent_options_from
+from taskgen.harness.agents import (
+    RULES,
+    AgentError,
+    agent_choices,
+    agent_options_check,
+    agent_options_from,
+    agent_reach_lines,
+)
 from taskgen.models import Export, JudgeConfig, Run, Site
 from taskgen.providers import provider_choices
 from taskgen.stages.export.select import (
@@ -74,9 +81,13 @@ class AttemptForm(StageForm):
     stage, title = "attempt", "Attempt tasks in the browser harness"
     explain = "Runs an agent on each task of a tasks file and records every episode."
     tasks_file = _path_field("Tasks file (tasks.jsonl)")
-    agent = forms.ChoiceField(choices=agent_choices,
+    agent = forms.ChoiceField(choices=agent_choices, initial="scripted",
                               help_text="A model agent needs its provider: GEMINI_API_KEY, or an OpenAI-compatible "
                                         "server (OPENAI_BASE_URL or the URL below).")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.agent_reach = agent_reach_lines()  # which agents can attempt which tasks, said beside the field
     name = forms.CharField(label="Run name", max_length=200, help_text="A new plain name: letters, digits, - _ .")
     mistakes = forms.FloatField(label="Mistake rate (scripted agent)", min_value=0, max_value=1, initial=0.3)
     seed = forms.IntegerField(initial=0)
@@ -116,7 +127,8 @@ class AttemptForm(StageForm):
 class AttemptApprovedForm(AttemptForm):
     stage, title = "attempt-approved", "Attempt the approved tasks"
     explain = ("Writes the approved tasks of the chosen sites as a tasks.jsonl under the data root and attempts "
-               "exactly those.")
+               "exactly those. Proposed tasks have no known solution, so the scripted agent cannot attempt them: "
+               "the rules baseline (offline, not a model) and the model agents can.")
     sites = forms.ModelMultipleChoiceField(queryset=Site.objects.order_by("slug"), to_field_name="slug")
     include_all = forms.BooleanField(required=False, label="All tasks not dropped",
                                      help_text="Also the tasks nobody has approved yet.")
@@ -126,6 +138,7 @@ class AttemptApprovedForm(AttemptForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         del self.fields["tasks_file"]
+        self.fields["agent"].initial = RULES  # approved tasks are mostly proposed ones: scripted can do none
 
     def params(self) -> dict:
         return {**super().params(), "sites": [site.slug for site in self.cleaned_data["sites"]]}

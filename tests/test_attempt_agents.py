@@ -47,8 +47,8 @@ def _post(client, tasks_file, **fields):
     return client.post(reverse("review:pipeline_start", args=["attempt"]), form)
 
 
-def test_the_agents_are_the_simulation_and_every_provider_that_acts():
-    assert agent_names() == ("scripted", *provider_names("agent"))
+def test_the_agents_are_the_simulation_the_rules_baseline_and_every_provider_that_acts():
+    assert agent_names() == ("scripted", "rules", *provider_names("agent"))
     assert [name for name, _ in AttemptForm().fields["agent"].choices] == list(agent_names())
     parser = argparse.ArgumentParser()
     attempt_command.add_arguments(parser)

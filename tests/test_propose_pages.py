@@ -137,7 +137,7 @@ def test_an_attempt_run_takes_exactly_the_approved_tasks(admin_client_role, prop
                            {"action": "approve", "task": [t.pk for t in approved]})
     admin_client_role.post(reverse("review:tasks_bulk", args=["shop"]), {"action": "drop", "task": [proposed[0].pk]})
     response = admin_client_role.post(reverse("review:pipeline_start", args=["attempt-approved"]), {
-        "sites": ["shop"], "agent": "scripted", "name": "approved-shop", "mistakes": 0, "seed": 0})
+        "sites": ["shop"], "agent": "rules", "name": "approved-shop", "mistakes": 0, "seed": 0})
     assert response.status_code == 302, response.content.decode()[-2000:]
     attempt = PipelineRun.objects.get(stage="attempt")
     tasks_file = Path(attempt.params["tasks_file"])
@@ -150,7 +150,7 @@ def test_an_attempt_run_takes_exactly_the_approved_tasks(admin_client_role, prop
 def test_attempt_approved_with_all_takes_every_task_not_dropped(admin_client_role, proposed):
     admin_client_role.post(reverse("review:tasks_bulk", args=["shop"]), {"action": "drop", "task": [proposed[0].pk]})
     admin_client_role.post(reverse("review:pipeline_start", args=["attempt-approved"]), {
-        "sites": ["shop"], "include_all": "on", "agent": "scripted", "name": "all-shop", "mistakes": 0, "seed": 0})
+        "sites": ["shop"], "include_all": "on", "agent": "rules", "name": "all-shop", "mistakes": 0, "seed": 0})
     assert PipelineRun.objects.get(stage="attempt").total == 5
 
 
@@ -161,9 +161,34 @@ def test_attempt_approved_with_nothing_approved_says_so(admin_client_role, propo
     assert not PipelineRun.objects.filter(stage="attempt").exists()
 
 
+def test_approved_proposed_tasks_are_refused_to_the_scripted_agent_with_the_agents_that_can(admin_client_role,
+                                                                                             proposed, settings):
+    """The scripted agent replays known solutions, which proposed tasks do not have: each of its episodes failed
+    with "has no known solution", tried three times; now the start is refused, naming the agents that can."""
+    admin_client_role.post(reverse("review:tasks_bulk", args=["shop"]),
+                           {"action": "approve", "task": [t.pk for t in proposed[:2]]})
+    response = admin_client_role.post(reverse("review:pipeline_start", args=["attempt-approved"]), {
+        "sites": ["shop"], "agent": "scripted", "name": "scripted-shop", "mistakes": 0, "seed": 0})
+    page = response.content.decode()
+    assert response.status_code == 400 and not PipelineRun.objects.filter(stage="attempt").exists()
+    assert "the scripted agent can attempt none of these 2 task(s)" in page and "has no known solution" in page
+    assert "Agents that can attempt them all: rules" in page
+    assert not list((Path(settings.DATA_ROOT) / "approved").glob("*"))  # its tasks file is gone too
+
+
+def test_the_attempt_forms_say_which_agents_can_attempt_which_tasks(admin_client_role, proposed):
+    tasks_page = admin_client_role.get(reverse("review:task_sites")).content.decode()
+    assert '<option value="rules" selected>' in tasks_page  # approved tasks: the agent that can do them
+    assert "scripted: only tasks with a known solution" in tasks_page and "never proposed ones" in tasks_page
+    assert "rules: any task on the sandbox sites" in tasks_page and "not a model: it may fail" in tasks_page
+    pipeline = admin_client_role.get(reverse("review:pipeline_list")).content.decode()
+    assert pipeline.count("scripted: only tasks with a known solution") == 2  # both attempt forms
+    assert '<option value="scripted" selected>' in pipeline
+
+
 def test_a_refused_attempt_of_approved_tasks_leaves_no_tasks_file_behind(admin_client_role, proposed, settings):
     admin_client_role.post(reverse("review:tasks_bulk", args=["shop"]), {"action": "approve", "task": [proposed[1].pk]})
-    form = {"sites": ["shop"], "agent": "scripted", "name": "twice-shop", "mistakes": 0, "seed": 0}
+    form = {"sites": ["shop"], "agent": "rules", "name": "twice-shop", "mistakes": 0, "seed": 0}
     assert admin_client_role.post(reverse("review:pipeline_start", args=["attempt-approved"]), form).status_code == 302
     again = admin_client_role.post(reverse("review:pipeline_start", args=["attempt-approved"]), form)
     assert again.status_code == 400  # the run name is taken

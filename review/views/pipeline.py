@@ -102,6 +102,8 @@ def _say_started(request: HttpRequest, pipeline_run: PipelineRun) -> None:
     if pipeline_run.stage == PipelineRun.Stage.EXPORT:
         words = f"{words} {export_left_out_words(pipeline_run=pipeline_run)}"
     (messages.success if started else messages.info)(request, words)
+    if note := (pipeline_run.params or {}).get("reach_note"):  # an attempt whose agent cannot do some of its tasks
+        messages.warning(request, f"Note: {note}")
 
 
 @require_POST
@@ -138,13 +140,15 @@ def pipeline_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @require_role(Role.ADMIN)
 def pipeline_progress(request: HttpRequest, pk: int) -> HttpResponse:
-    """The progress partial htmx polls, with the run's actions (and on its own page, its result) swapped out of band
-    so a finished run loses its Cancel and shows its summary; once the run has ended it answers 286 to stop polling."""
+    """The progress partial htmx polls, with the run's actions (and on its own page, its result and errors) swapped
+    out of band so a finished run loses its Cancel and shows its summary, and its errors come with its failed count;
+    once the run has ended it answers 286 to stop polling."""
     pipeline_run = get_object_or_404(selectors.pipeline_runs(), pk=pk)
     detail = request.GET.get("detail") == "1"
     context = {"pr": pipeline_run, "detail": detail, "oob": True}
     parts = ["review/_pipeline_progress.html", "review/_pipeline_actions.html"]
-    parts += ["review/_pipeline_result.html"] if detail else []
+    # on its own page, the errors too: they come with the failed count, never a reload later
+    parts += ["review/_pipeline_result.html", "review/_pipeline_errors.html"] if detail else []
     html = "".join(render_to_string(name, context, request=request) for name in parts)
     return HttpResponseStopPolling(html) if pipeline_run.is_finished else HttpResponse(html)
 

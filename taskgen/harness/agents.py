@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
 from taskgen.harness.agent_errors import AgentError, AgentStop  # noqa: F401  (AgentStop: the harness's name for it)
+from taskgen.harness.agent_reach import no_solution, off_sandbox
 from taskgen.harness.model_agent import ModelAgent
 from taskgen.harness.observe import Observation
+from taskgen.harness.rules_agent import RULES, RULES_NAME, RulesAgent
 from taskgen.providers import provider_choices, provider_default_model, provider_missing, provider_names
 
 SCRIPTED_NAME = "scripted (simulation)"
@@ -64,9 +68,9 @@ class ScriptedAgent:
         self.mistake: str | None = None
 
     def start(self, task: dict) -> None:
-        solution = ((task.get("verifier") or {}).get("solution")) or []
-        if not solution:
-            raise AgentError(f"task {task.get('task_id')} has no known solution for the scripted agent")
+        if reason := no_solution(task):
+            raise AgentError(reason)
+        solution = task["verifier"]["solution"]
         rng = random.Random(f"{self.seed}:{task.get('task_id')}")
         self.plan = copy.deepcopy(solution)
         self.mistake = rng.choice(MISTAKES) if rng.random() < self.mistake_rate else None
@@ -129,18 +133,62 @@ def external_harness_name(agent: str) -> str:
     return agent[len(EXTERNAL):] if agent.startswith(EXTERNAL) else ""
 
 
+@dataclass(frozen=True)
+class AgentKind:
+    """One agent an attempt can run: its name, how forms show it, which tasks it can attempt (in words, and as a
+    rule: why a task is out of its reach, "" when it is not)."""
+
+    name: str
+    label: str
+    reach: str
+    cannot: Callable[[dict], str]
+
+
+def _any_task(task: dict) -> str:
+    return ""
+
+
+def agent_kinds() -> list[AgentKind]:
+    """The agent list, its one home: the scripted simulation, the rules baseline, each provider that can act as an
+    agent, and each external harness an admin configured."""
+    return [
+        AgentKind("scripted", "scripted (known solution, seeded mistakes: a simulation)",
+                  "only tasks with a known solution: the sandbox's human tasks (sandbox/tasks.jsonl), never proposed "
+                  "ones", no_solution),
+        AgentKind(RULES, f"{RULES}: {RULES_NAME}, offline", "any task on the sandbox sites, from its instruction and "
+                  "the page it sees (an offline heuristic baseline, not a model: it may fail)", off_sandbox),
+        *[AgentKind(name, f"{label}: a model acts", "any task on the sandbox sites (the model needs its provider)",
+                    off_sandbox) for name, label in provider_choices("agent")],
+        *[AgentKind(EXTERNAL + name, f"external harness {name}: your own command, run once on the tasks",
+                    "whatever your harness runs: the tasks file is handed to it whole", _any_task)
+          for name in settings.EXTERNAL_HARNESSES],
+    ]
+
+
 def agent_names() -> tuple[str, ...]:
-    """Every agent an attempt can run: the scripted simulation, each provider that can act as an agent, and each
-    external harness an admin configured."""
-    return ("scripted", *provider_names("agent"), *(EXTERNAL + name for name in settings.EXTERNAL_HARNESSES))
+    """Every agent an attempt can run."""
+    return tuple(kind.name for kind in agent_kinds())
 
 
 def agent_choices() -> list[tuple[str, str]]:
     """(name, label) pairs for a form's agent field."""
-    return [("scripted", "scripted (known solution, seeded mistakes: a simulation)"),
-            *[(name, f"{label}: a model acts") for name, label in provider_choices("agent")],
-            *[(EXTERNAL + name, f"external harness {name}: your own command, run once on the tasks")
-              for name in settings.EXTERNAL_HARNESSES]]
+    return [(kind.name, kind.label) for kind in agent_kinds()]
+
+
+def agent_reach_lines() -> list[str]:
+    """Which agents can attempt which tasks, a line each, for the attempt forms and the command's help."""
+    return [f"{kind.name}: {kind.reach}" for kind in agent_kinds()]
+
+
+def agent_cannot(name: str, task: dict) -> str:
+    """Why agent `name` cannot attempt this task ("" when it can, or for an agent not in the list)."""
+    kind = next((k for k in agent_kinds() if k.name == name), None)
+    return kind.cannot(task) if kind else ""
+
+
+def agents_able(task: dict) -> list[str]:
+    """The agents that can attempt this task, in the list's order."""
+    return [kind.name for kind in agent_kinds() if not kind.cannot(task)]
 
 
 def _external_options_check(options: dict) -> dict:
@@ -157,7 +205,7 @@ def agent_options_from(values: dict) -> dict:
     """A model agent's options from a form's or the command line's raw values (none for the scripted agent; an
     external harness takes only its arm): one rule for both ways of starting an attempt."""
     agent = values.get("agent") or "scripted"
-    if agent == "scripted":
+    if agent in ("scripted", RULES):
         return {}
     if external_harness_name(agent):
         return {"arm": values.get("arm") or "base"}
@@ -172,7 +220,7 @@ def agent_options_check(*, name: str, options: dict) -> dict:
     agent takes none of them (its mistake rate and seed are the attempt's own)."""
     if name not in agent_names():
         raise AgentError(f"unknown agent {name!r}; available: {', '.join(agent_names())}")
-    if name == "scripted":
+    if name in ("scripted", RULES):
         return dict(options)
     if external_harness_name(name):
         return _external_options_check(options)
@@ -194,6 +242,8 @@ def agent_label(name: str, options: dict | None = None) -> str:
     """How runs name an agent: the simulation as such, a model by provider and model."""
     if name == "scripted":
         return SCRIPTED_NAME
+    if name == RULES:
+        return RULES_NAME
     if harness := external_harness_name(name):
         return f"external harness {harness} (arm {(options or {}).get('arm') or 'base'})"
     model = (options or {}).get("model") or settings.AGENT_MODEL or provider_default_model(name)
@@ -205,6 +255,8 @@ def agent_create(*, name: str, mistake_rate: float = 0.0, seed: int = 0, max_ste
     """The agent called `name`: scripted, or a model agent with its options (model, base_url, images)."""
     if name == "scripted":
         return ScriptedAgent(mistake_rate=mistake_rate, seed=seed)
+    if name == RULES:
+        return RulesAgent(seed=seed)
     if name in provider_names("agent"):
         agent_options_check(name=name, options=options)
         return ModelAgent(provider=name, model=str(options.get("model") or ""),

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from taskgen.harness.agent_actions import AnswerUnreadable, action_check, parse_agent_answer
 from taskgen.harness.agent_errors import AgentError
+from taskgen.harness.agent_reach import off_sandbox
 from taskgen.harness.observe import Observation, element_name
 from taskgen.prompt_files import load_prompt_file, one_paragraph
 from taskgen.providers import (
@@ -115,6 +116,8 @@ class ModelAgent:
         return provider_for(name)
 
     def start(self, task: dict) -> None:
+        if reason := off_sandbox(task):
+            raise AgentError(reason)
         self.task, self.steps = task, []
 
     def _history(self) -> str:

@@ -52,3 +52,45 @@ def test_cancel_goes_and_the_result_summary_comes_when_the_run_ends_while_watche
     admin_page.wait_for_function(f"() => document.querySelector('#result-{pr.pk} h2') !== null", timeout=15_000)
     assert admin_page.locator(f"#actions-{pr.pk} button").count() == 0
     assert admin_page.locator(f"#result-{pr.pk} table").inner_text().split() == ["episodes", "2", "steps", "17"]
+
+
+def test_the_errors_come_with_the_failed_count_while_the_page_is_watched(admin_page, live_server, settings,
+                                                                         monkeypatch):
+    """The live page showed "1 failed" beside "Errors: No errors." until a reload: the errors are swapped in with
+    the counts. A real run on the engine: an external harness that exits 3, worked in a thread while the page
+    polls."""
+    import json
+    import threading
+
+    from django.db import connection
+
+    from sandbox.catalog import sandbox_tasks
+    from taskgen.engine.control import run_start
+    from taskgen.engine.worker import work
+    from taskgen.harness.external import external_harnesses_parse
+    from tests.test_external_harness import COMMAND
+
+    monkeypatch.setattr("taskgen.engine.control.dispatch_on_commit", lambda pk, n: None)  # worked here, below
+    settings.EXTERNAL_HARNESSES = external_harnesses_parse(json.dumps({"mini": COMMAND}), default_timeout=60)
+    tasks = settings.DATA_ROOT / "live.jsonl"
+    tasks.parent.mkdir(parents=True, exist_ok=True)
+    tasks.write_text(json.dumps(sandbox_tasks()[0]) + "\n", encoding="utf-8")
+    pr = run_start(stage="attempt", params={"tasks_file": str(tasks), "agent": "external:mini", "name": "live",
+                                            "agent_options": {"arm": "fail"}})
+    admin_page.goto(f"{live_server.url}{pr.get_absolute_url()}")
+    assert admin_page.locator(f"#errors-{pr.pk}").inner_text().split("\n")[-1] == "No errors."
+
+    def worker() -> None:
+        try:
+            work(pipeline_run_id=pr.pk, owner="live-test")
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join(timeout=60)
+    counts = f"document.querySelector('#progress-{pr.pk} .counts')"
+    admin_page.wait_for_function(f"() => {counts} && {counts}.innerText.includes('1 failed')", timeout=15_000)
+    errors = admin_page.locator(f"#errors-{pr.pk}").inner_text()
+    assert "No errors." not in errors and "the harness mini exited with code 3" in errors
+    assert "&lt;b&gt;" not in errors and "episode 29: <b>error</b> line" in errors  # escaped, shown as text

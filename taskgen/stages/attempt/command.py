@@ -1,5 +1,5 @@
-"""`taskgen attempt --tasks FILE --agent scripted|gemini|openai-compatible --name RUN [--model M] [--base-url URL]
-[--mistakes 0.3] [--workers N] [--limit N]`.
+"""`taskgen attempt --tasks FILE --agent scripted|rules|gemini|openai-compatible|external:NAME --name RUN
+[--model M] [--base-url URL] [--mistakes 0.3] [--workers N] [--limit N]`.
 
 Starts an attempt on the engine (one unit per task, on the `browser` queue) and waits with a progress bar until the
 run is imported. With --workers N (default 2) it starts a local Celery worker with N processes on the `browser` queue
@@ -19,7 +19,7 @@ from django.conf import settings
 
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
-from taskgen.harness.agents import agent_names, agent_options_from
+from taskgen.harness.agents import agent_names, agent_options_from, agent_reach_lines
 from taskgen.models import PipelineRun
 from taskgen.stages.attempt.service import attempt_result_words
 from taskgen.stages.contract import StageParamsError
@@ -31,8 +31,7 @@ HELP = "Run a tasks file's episodes in the browser harness (one work unit each) 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", type=Path, required=True, help="tasks.jsonl (e.g. sandbox/tasks.jsonl)")
     parser.add_argument("--agent", default="scripted", choices=agent_names(),
-                        help="scripted replays known solutions (a simulation); gemini or openai-compatible: a model "
-                             "acts at each step")
+                        help="which agent attempts the tasks; each can attempt: " + "; ".join(agent_reach_lines()))
     parser.add_argument("--model", default="", help="a model agent's model (default: the provider's)")
     parser.add_argument("--base-url", default="",
                         help="openai-compatible: the server's URL, e.g. http://127.0.0.1:8001/v1 (default: "
@@ -61,6 +60,8 @@ def run(options: dict, stdout, stderr) -> int:
         stderr.write(f"attempt: {exc}")
         return 2
     stdout.write(f"attempt #{pipeline_run.pk}: {pipeline_run.total} episodes -> {pipeline_run.params['run_dir']}")
+    if note := pipeline_run.params.get("reach_note"):
+        stderr.write(f"attempt: note: {note}")
     inline = bool(options.get("inline"))
     workers = 0 if inline else options.get("workers", 2)
     worker = _start_worker(workers, pipeline_run.pk) if workers > 0 else None

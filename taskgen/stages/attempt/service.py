@@ -19,7 +19,14 @@ from django.conf import settings
 from sandbox.seed import SITES
 from sandbox.sitemap import sitemaps_sync
 from taskgen.endings import ENDINGS
-from taskgen.harness.agents import AgentError, agent_create, agent_label, agent_names, agent_options_check
+from taskgen.harness.agents import (
+    AgentError,
+    agent_cannot,
+    agent_create,
+    agent_label,
+    agent_names,
+    agent_options_check,
+)
 from taskgen.harness.episode import episode_run
 from taskgen.harness.rundir import EpisodeRecord, episode_write
 from taskgen.harness.server import sandbox_base_url
@@ -88,6 +95,21 @@ def attempt_start_check(*, agent: str, name: str, mistakes: float, agent_options
         raise AttemptError("the mistake rate must be between 0 and 1")
     if Run.objects.filter(name=name).exists() or attempt_run_dir(name).exists():
         raise AttemptError(f"a run named {name!r} already exists; choose another --name")
+
+
+def attempt_reach_check(*, agent: str, tasks: list[dict]) -> str:
+    """Whether the agent can attempt these tasks: "" when it can attempt them all; a note saying how many it cannot
+    (they are recorded as failed episodes, "cannot attempt") when some; AttemptError naming the agents that can when
+    it can attempt none."""
+    out = [reason for task in tasks if (reason := agent_cannot(agent, task))]
+    if not out:
+        return ""
+    able = [name for name in agent_names() if not any(agent_cannot(name, task) for task in tasks)]
+    others = f" Agents that can attempt them all: {', '.join(able)}." if able else ""
+    if len(out) == len(tasks):
+        raise AttemptError(f"the {agent} agent can attempt none of these {len(tasks)} task(s): {out[0]}.{others}")
+    return (f"the {agent} agent cannot attempt {len(out)} of these {len(tasks)} tasks ({out[0]}): they are recorded "
+            f"as failed episodes (cannot attempt).{others}")
 
 
 def attempt_run_dir_create(*, run_dir: Path, tasks: list[dict]) -> list[str]:

@@ -19,6 +19,7 @@ from taskgen.stages.attempt.service import (
     AttemptError,
     attempt_episode,
     attempt_import,
+    attempt_reach_check,
     attempt_run_dir,
     attempt_run_dir_create,
     attempt_start_check,
@@ -41,6 +42,7 @@ class AttemptParams(StageParams):
     agent_options: dict = field(default_factory=dict)
     run_dir: str = ""
     max_steps: int = 20
+    reach_note: str = ""  # how many of the tasks the agent cannot attempt (recorded as failed episodes), if any
 
 
 def _number(raw: dict, key: str, kind: type, default):
@@ -66,10 +68,10 @@ def attempt_params_check(raw: dict) -> AttemptParams:
         raise AttemptError("agent_options must be a JSON object")
     attempt_start_check(agent=agent, name=name, mistakes=mistakes, agent_options=options)
     tasks_file = Path(str(raw.get("tasks_file") or "")).absolute()
-    attempt_tasks_read(tasks_file=tasks_file, limit=limit)
+    note = attempt_reach_check(agent=agent, tasks=attempt_tasks_read(tasks_file=tasks_file, limit=limit))
     return AttemptParams(tasks_file=str(tasks_file), agent=agent, name=name, mistakes=mistakes, seed=seed,
                          limit=limit, agent_options=options, run_dir=str(attempt_run_dir(name)),
-                         max_steps=settings.HARNESS_MAX_STEPS)
+                         max_steps=settings.HARNESS_MAX_STEPS, reach_note=note)
 
 
 def _units(params: AttemptParams) -> list[str]:
