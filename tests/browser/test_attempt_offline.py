@@ -87,6 +87,7 @@ def test_approved_proposed_tasks_are_attempted_offline_from_the_tasks_page(page,
     assert [e.task_id for e in episodes] == [t.pk for t in approved]
     assert all(e.finished in ("done", "gave_up") and e.end_step and e.status == "recorded" for e in episodes)
     page.goto(f"{live_server.url}{run.get_absolute_url()}")
+    assert page.locator(".run-agent").inner_text() == RULES_NAME
     ended = page.locator("td.ended").all_inner_texts()
     assert ended == [e.ending.short for e in episodes] and all(" at step " in text for text in ended)
     page.goto(f"{live_server.url}{episodes[0].get_absolute_url()}")
