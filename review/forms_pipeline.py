@@ -84,10 +84,6 @@ class AttemptForm(StageForm):
     agent = forms.ChoiceField(choices=agent_choices, initial="scripted",
                               help_text="A model agent needs its provider: GEMINI_API_KEY, or an OpenAI-compatible "
                                         "server (OPENAI_BASE_URL or the URL below).")
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.agent_reach = agent_reach_lines()  # which agents can attempt which tasks, said beside the field
     name = forms.CharField(label="Run name", max_length=200, help_text="A new plain name: letters, digits, - _ .")
     mistakes = forms.FloatField(label="Mistake rate (scripted agent)", min_value=0, max_value=1, initial=0.3)
     seed = forms.IntegerField(initial=0)
@@ -105,6 +101,10 @@ class AttemptForm(StageForm):
 
     arm = forms.CharField(label="Arm (external harness)", max_length=100, required=False, initial="base",
                           help_text="Passed to the harness command as {arm}.")
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.agent_reach = agent_reach_lines()  # which agents can attempt which tasks, said beside the field
 
     def clean(self) -> dict:
         data = super().clean()
