@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -70,8 +71,18 @@ def _environment(args: argparse.Namespace, folder: Path, fake_url: str) -> None:
         (folder / name).mkdir(parents=True, exist_ok=True)
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (a test's timeout, Ctrl-C's cousin) ends the soak through its `finally`: every process it started
+    is stopped, none is left behind."""
+    def stop(signum, frame):
+        raise SystemExit(f"stopped by signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def main() -> int:
     args = _arguments()
+    _stop_on_sigterm()
     folder = args.folder or Path(tempfile.mkdtemp(prefix="taskgen-chaos-"))
     from tests.fakes.gemini_server import FakeGemini
 

@@ -15,8 +15,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import requests
-
 from bench.serve import _gunicorn
 from tests.celery_processes import CeleryProcesses, kill_group
 from tests.redis_server import RedisServer
@@ -146,9 +144,3 @@ def schedule(kinds: list[Fault], *, seconds: float, seed: int) -> list[tuple[flo
     step = span / len(order)
     return [(15 + step * (n + rng.uniform(0.1, 0.9)), fault) for n, fault in enumerate(order)]
 
-
-def web_answers(services: Services) -> bool:
-    try:
-        return requests.get(f"{services.base_url}/accounts/login/", timeout=5).status_code == 200
-    except requests.RequestException:
-        return False

@@ -138,10 +138,11 @@ class Soak:
         problems["no judge call paid twice for an answer the app had received"] = [
             f"{r['path']} asked again at {r['at']:.1f}, answered at {r['first_answered_at']:.1f}"
             for r in twice if r not in unread]
-        print(f"{'fault':<36}{'tried':>6}{'held':>6}{'failed':>7}  reviewer requests failed in its windows")
+        print(f"{'fault':<36}{'tried':>6}{'held':>6}{'failed':>7}  reviewer requests failed in its windows; "
+              f"seconds from the fault to the next label post answered 2xx")
         for name, row in held.items():
             print(f"{name:<36}{row['tried']:>6}{row['held']:>6}{row['failed']:>7}  {row['errors']} of "
-                  f"{row['requests']}{'  ' + '; '.join(row['why']) if row['why'] else ''}")
+                  f"{row['requests']}; {row['back']}{'  ' + '; '.join(row['why']) if row['why'] else ''}")
         for check, found in problems.items():
             print(f"check: {check}: {'passed' if not found else f'FAILED ({len(found)})'}")
             for line in found[:10]:
@@ -157,7 +158,9 @@ class Soak:
         """Per kind of fault: tried, held (within --recover seconds after it ended a label post was answered 2xx,
         and the pipeline settled a unit, or had nothing left to do), failed; the reviewers' failed requests between
         it and the next fault."""
-        rows = {f.name: {"tried": 0, "held": 0, "failed": 0, "errors": 0, "requests": 0, "why": []} for f in faults()}
+        rows = {f.name: {"tried": 0, "held": 0, "failed": 0, "errors": 0, "requests": 0, "back": [], "why": []}
+                for f in faults()}
+        answered = sorted(p["at"] for p in self.seen.label_posts if p["status"] == LABEL_OK)
         ends = [t["began"] for t in self.tries[1:]] + [float("inf")] if self.tries else []
         for tried, window_end in zip(self.tries, ends, strict=True):
             row = rows[tried["fault"]]
@@ -165,6 +168,8 @@ class Soak:
             window = [ok for at, _, ok in self.seen.requests if tried["began"] <= at < window_end]
             row["errors"] += sum(not ok for ok in window)
             row["requests"] += len(window)
+            later = [at for at in answered if at >= tried["ended"]]
+            row["back"].append(round(later[0] - tried["began"], 1) if later else None)
             missing = self.not_back(tried)
             row["held" if not missing else "failed"] += 1
             row["why"] += [f"at {tried['began'] - start:.0f} s: {m}" for m in missing]
