@@ -130,11 +130,15 @@ class Soak:
               f"endpoint: {dict(failing)}")
         print(f"runs started: {_runs_summary(driver.started)}; driver errors: {len(driver.errors)}")
         twice = self.fake.paid_twice()
-        kills = [t["wall"] for t in self.tries if t["fault"] == "SIGKILL judge worker"]
-        unread = [r for r in twice if any(0 <= k - r["first_answered_at"] < UNREAD_SECONDS for k in kills)]
-        print(f"judge calls: {len(self.fake.requests)}; paid twice: {len(twice)}, of which {len(unread)} had been "
-              f"answered less than {UNREAD_SECONDS} s before a judge worker was SIGKILLed (an answer in the dead "
-              f"worker's socket, never read)")
+        kills = [(t["wall"], t["wall"] + t["ended"] - t["began"]) for t in self.tries
+                 if t["fault"] == "SIGKILL judge worker"]
+        unread = [r for r in twice
+                  if any(began - UNREAD_SECONDS <= r["first_answered_at"] <= ended for began, ended in kills)]
+        print(f"judge calls: {len(self.fake.requests)}; paid twice: {len(twice)}, of which {len(unread)} were "
+              f"answered from {UNREAD_SECONDS} s before a judge worker was SIGKILLed to its restart (an answer in "
+              f"the dead worker's socket, or sent to it as it died: never read)")
+        self.paid_twice = [{"asked_again": r["at"], "answered": r["first_answered_at"], "unread": r in unread}
+                           for r in twice]
         problems["no judge call paid twice for an answer the app had received"] = [
             f"{r['path']} asked again at {r['at']:.1f}, answered at {r['first_answered_at']:.1f}"
             for r in twice if r not in unread]
@@ -151,6 +155,7 @@ class Soak:
         print(f"(load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end)")
         (self.folder / "chaos-report.json").write_text(json.dumps(
             {"held": held, "problems": problems, "tries": self.tries, "label_posts": posts,
+             "paid_twice": self.paid_twice,
              "driver_errors": driver.errors}, indent=1, default=str))
         return 1 if failed else 0
 
