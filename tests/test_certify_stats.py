@@ -14,6 +14,7 @@ from taskgen.stages.certify.bound import (
     StratumCount,
     allocate_next,
     betabinom_logpmf,
+    counts_of,
     design_walk,
     labels_needed,
     successes_estimate,
@@ -33,6 +34,11 @@ SCENARIOS = {
     "just below the target": ([25, 400], [0.7, 0.9]),
 }
 WALKS = 35  # per scenario: 210 walks; bench/certify.py --coverage runs thousands
+
+
+def _count(size: int, labelled: int, successes: int) -> StratumCount:
+    """A stratum with these counts, its failures spread evenly through its labels."""
+    return counts_of(size, [(i + 1) * successes // labelled > i * successes // labelled for i in range(labelled)])
 
 
 def _miss_rate(bound=None, *, seed: int, certified: dict | None = None) -> dict[str, float]:
@@ -77,18 +83,18 @@ def test_the_coverage_test_catches_a_normal_approximation():
 
 
 def test_a_census_is_exact_and_a_stratum_without_labels_may_hold_no_success():
-    assert successes_lower([StratumCount(12, 12, 9)], confidence=0.99) == 9
-    assert successes_upper([StratumCount(12, 12, 9)], confidence=0.99) == 9
-    assert successes_lower([StratumCount(12, 12, 9), StratumCount(50, 0, 0)], confidence=0.95) == 9
-    assert successes_upper([StratumCount(12, 12, 9), StratumCount(50, 0, 0)], confidence=0.95) == 59
-    assert successes_estimate([StratumCount(12, 12, 9), StratumCount(50, 0, 0)]) is None
-    assert successes_estimate([StratumCount(10, 2, 1), StratumCount(50, 5, 5)]) == pytest.approx(55)
+    assert successes_lower([_count(12, 12, 9)], confidence=0.99) == 9
+    assert successes_upper([_count(12, 12, 9)], confidence=0.99) == 9
+    assert successes_lower([_count(12, 12, 9), StratumCount(50, 0, 0)], confidence=0.95) == 9
+    assert successes_upper([_count(12, 12, 9), StratumCount(50, 0, 0)], confidence=0.95) == 59
+    assert successes_estimate([_count(12, 12, 9), StratumCount(50, 0, 0)]) is None
+    assert successes_estimate([_count(10, 2, 1), _count(50, 5, 5)]) == pytest.approx(55)
 
 
 def test_more_labels_and_a_lower_confidence_give_a_higher_bound():
-    few = successes_lower([StratumCount(300, 40, 38)], confidence=0.95)
-    more = successes_lower([StratumCount(300, 120, 114)], confidence=0.95)
-    looser = successes_lower([StratumCount(300, 40, 38)], confidence=0.8)
+    few = successes_lower([_count(300, 40, 38)], confidence=0.95)
+    more = successes_lower([_count(300, 120, 114)], confidence=0.95)
+    looser = successes_lower([_count(300, 40, 38)], confidence=0.8)
     assert few < more and few < looser and more <= 300 - 6
 
 
@@ -98,16 +104,16 @@ def test_the_beta_binomial_is_scipys():
 
 
 def test_labels_go_first_to_strata_without_any_then_where_the_spread_is():
-    strata = [StratumCount(20, 0, 0), StratumCount(200, 10, 10), StratumCount(200, 10, 5)]
+    strata = [StratumCount(20, 0, 0), _count(200, 10, 10), _count(200, 10, 5)]
     order = allocate_next(strata, count=12)
     assert order[0] == 0
     assert order.count(2) > order.count(1)  # a 50/50 stratum needs labels more than one that is all successes
-    assert allocate_next([StratumCount(1000, 10, 9), StratumCount(50, 10, 9)], count=10).count(0) == 10  # N_h s_h
-    assert allocate_next([StratumCount(3, 2, 1)], count=5) == [0]  # never past a stratum's size
+    assert allocate_next([_count(1000, 10, 9), _count(50, 10, 9)], count=10).count(0) == 10  # N_h s_h
+    assert allocate_next([_count(3, 2, 1)], count=5) == [0]  # never past a stratum's size
 
 
 def test_labels_needed_is_zero_when_reached_and_none_when_out_of_reach():
-    strata = [StratumCount(200, 20, 19)]
+    strata = [_count(200, 20, 19)]
     lower_reaches = lambda target: lambda s: successes_lower(s, confidence=0.95) >= target * 200  # noqa: E731
     assert labels_needed(strata, reached=lower_reaches(0.5)) == 0
     more = labels_needed(strata, reached=lower_reaches(0.85))

@@ -4,14 +4,19 @@ population, the estimate, where the next labels go, and how many more are likely
 The bound is a confidence sequence, valid at every moment of the labelling at once, not only at a sample size fixed
 in advance: a researcher labels until the panel says "certified", and the next label's stratum depends on the labels
 so far, so a bound valid only for a fixed n would certify too often (optional stopping). Each stratum is a finite
-population of N episodes, K of them true successes, labelled in a random order drawn once, so its first n labels are
-a simple random sample without replacement. For one stratum, the ratio of a prior to the posterior on K (beta-binomial,
-uniform prior) is a nonnegative martingale under the true K (Waudby-Smith and Ramdas, "Confidence sequences for
-sampling without replacement", NeurIPS 2020, section 3); the product over strata is one too, whichever stratum is
-labelled next, so by Ville's inequality every vector (K_1..K_H) with product < 1/alpha holds the truth at all times
-with probability >= 1 - alpha. The lower bound is the smallest sum of K over that set, taken from below by its
-Lagrangian dual (always <= the true minimum, so the bound stays valid). A stratum labelled in full is a census: its
-K is known. No normal approximation anywhere; scipy's beta-binomial gives the probabilities.
+population of N episodes, K of them true successes, labelled in a random order drawn once, so its labels are draws
+without replacement. For each K, a stratum's capital is a bettor's wealth against "K successes" (Waudby-Smith and
+Ramdas, "Confidence sequences for sampling without replacement", NeurIPS 2020, section 4: betting): each label is
+a bet whose odds are the null's own chance of a success among the episodes left, (K - successes so far) / (episodes
+left), staked on a forecast; the wealth is the forecast's probability of the labels over the null's (a likelihood
+ratio), a nonnegative martingale with mean 1 whatever K is true. The forecast (BET_*) bets one way only (more
+successes than the null: only a lower bound is wanted), learns from the stratum's first labels, and bets nothing in
+a stratum those labels show to be mostly failures (labelled in full, it is a census, where any bet only loses) nor
+on a stratum's last quarter (where the null knows what is left). The product over strata is a martingale too,
+whichever stratum is labelled next, so by Ville's inequality every vector (K_1..K_H) with product < 1/alpha holds
+the truth at all times with probability >= 1 - alpha. The lower bound is the smallest sum of K over that set, taken
+from below by its Lagrangian dual (always <= the true minimum, so the bound stays valid). A stratum labelled in
+full is a census: its K is known. No normal approximation anywhere; scipy's log-gamma gives the probabilities.
 """
 from __future__ import annotations
 
@@ -23,32 +28,66 @@ from functools import lru_cache
 import numpy as np
 from scipy import special
 
-PRIOR = (1.0, 1.0)  # beta-binomial prior on each stratum's K: uniform, fixed before any label
 ALLOCATION_PRIOR = (1.0, 1.0)  # Laplace's rule for a stratum's spread when it has few or no labels yet
-METHOD = "stratified WoR confidence sequence (Waudby-Smith & Ramdas 2020), product martingale, Ville"
+METHOD = "stratified WoR betting confidence sequence (Waudby-Smith & Ramdas 2020), product martingale, Ville"
 METHOD_REFERENCE = ("I. Waudby-Smith and A. Ramdas, Confidence sequences for sampling without replacement, "
-                    "NeurIPS 2020 (prior-posterior-ratio martingale, section 3); J. Ville, 1939")
+                    "NeurIPS 2020 (betting, section 4); J. Ville, 1939")
+
+
+BET_DELAY = 5  # a stratum bets nothing on its first labels: their successes decide whether it bets, and its prior
+BET_FROM = 0.5  # it bets when those labels show at least this share of successes (Laplace's rule); a certificate's
+# stratum mostly of failures is labelled in full instead (a census, where a bet only loses); an interval bets always
+BET_UNTIL = 0.75  # and stops betting once this share of it is labelled (the null knows what is left: bets only lose)
+
+
+def bet_stop(size: int) -> int:
+    """The label after which a stratum of this size bets no more."""
+    return max(min(BET_DELAY, size), math.ceil(BET_UNTIL * size))
 
 
 @dataclass(frozen=True)
 class StratumCount:
-    """One stratum of the frame: its size, the labels of its design prefix, and how many of those were successes."""
+    """One stratum of the frame: its size, the labels of its design prefix, how many of those were successes, and
+    the successes among its first labels that decide its bets (`head`) and up to where it stops betting (`window`)."""
 
     size: int
     labelled: int
     successes: int
+    head: int = 0  # successes among its first BET_DELAY labels
+    window: int = 0  # successes among its first bet_stop(size) labels
 
     def __post_init__(self) -> None:
         if not 0 <= self.successes <= self.labelled <= self.size:
             raise ValueError(f"a stratum needs 0 <= successes <= labelled <= size, not {self}")
+        head_labels, window_labels = min(self.labelled, BET_DELAY), min(self.labelled, bet_stop(self.size))
+        if not (0 <= self.head <= head_labels and 0 <= self.window - self.head <= window_labels - head_labels
+                and 0 <= self.successes - self.window <= self.labelled - window_labels):
+            raise ValueError(f"a stratum's head and window hold the successes of its first {head_labels} and "
+                             f"{window_labels} labels, not {self}")
 
     @property
     def census(self) -> bool:
         return self.labelled == self.size
 
+    def labelled_with(self, success: bool) -> StratumCount:
+        """The same stratum with its next label in the design's order."""
+        n = self.labelled + 1
+        return StratumCount(self.size, n, self.successes + success, self.head + (success and n <= BET_DELAY),
+                            self.window + (success and n <= bet_stop(self.size)))
+
     def flipped(self) -> StratumCount:
         """The same stratum counting failures: an upper bound on successes is a lower bound on failures."""
-        return replace(self, successes=self.labelled - self.successes)
+        return replace(self, successes=self.labelled - self.successes,
+                       head=min(self.labelled, BET_DELAY) - self.head,
+                       window=min(self.labelled, bet_stop(self.size)) - self.window)
+
+
+def counts_of(size: int, truths: Sequence[bool]) -> StratumCount:
+    """A stratum's count from its labels in the design's order (True: a success)."""
+    count = StratumCount(size, 0, 0)
+    for truth in truths:
+        count = count.labelled_with(bool(truth))
+    return count
 
 
 def betabinom_logpmf(k: np.ndarray, n: int, a: float, b: float) -> np.ndarray:
@@ -58,25 +97,56 @@ def betabinom_logpmf(k: np.ndarray, n: int, a: float, b: float) -> np.ndarray:
             + special.betaln(k + a, n - k + b) - special.betaln(a, b))
 
 
-@lru_cache(maxsize=512)
-def _log_ratio(stratum: StratumCount) -> tuple[np.ndarray, np.ndarray]:
-    """Every K the stratum's labels allow, and log(prior(K) / posterior(K)) at each."""
-    n_left = stratum.size - stratum.labelled
-    ks = np.arange(stratum.successes, stratum.successes + n_left + 1, dtype=float)
-    a, b = PRIOR
-    prior = betabinom_logpmf(ks, stratum.size, a, b)
-    posterior = betabinom_logpmf(ks - stratum.successes, n_left, a + stratum.successes,
-                                 b + stratum.labelled - stratum.successes)
-    return ks, prior - posterior
+def _log_draws(successes_left: np.ndarray, left: int, drawn_successes: int, drawn_failures: int) -> np.ndarray:
+    """log P(a given sequence of draws without replacement) from `left` episodes of which `successes_left` are
+    successes: [K]_s [N - K]_f / [N]_n in falling factorials (-inf where the draws are impossible)."""
+    k = successes_left
+    possible = (k >= drawn_successes) & (left - k >= drawn_failures)
+    k = np.where(possible, k, drawn_successes)
+    value = (special.gammaln(k + 1) - special.gammaln(k - drawn_successes + 1)
+             + special.gammaln(left - k + 1) - special.gammaln(left - k - drawn_failures + 1)
+             - special.gammaln(left + 1) + special.gammaln(left - drawn_successes - drawn_failures + 1))
+    return np.where(possible, value, -np.inf)
 
 
-def successes_lower(strata: Sequence[StratumCount], *, confidence: float) -> int:
-    """A lower bound on the frame's true successes, valid at every moment of a design's labelling at once."""
+def _reverse_logcumsumexp(values: np.ndarray) -> np.ndarray:
+    return np.logaddexp.accumulate(values[::-1])[::-1]
+
+
+@lru_cache(maxsize=1024)
+def _log_capital(stratum: StratumCount, bet_from: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every K the stratum's labels allow, and the log of its wealth against each.
+
+    The bets are on labels BET_DELAY+1 .. bet_stop(N), the forecast a mixture over what the episodes after the first
+    BET_DELAY hold: R' successes with the prior their labels give (beta-binomial, Laplace's prior updated by the
+    head), truncated to R' >= R, the null's own count there (one-sided: the null itself is in the mixture, so a
+    census loses little). Wealth = mixture's probability of the bet labels / the null's."""
+    ks = np.arange(stratum.successes, stratum.successes + stratum.size - stratum.labelled + 1, dtype=float)
+    delay = min(BET_DELAY, stratum.size)
+    bet_labels = min(stratum.labelled, bet_stop(stratum.size)) - delay
+    head_failures = delay - stratum.head
+    if bet_labels <= 0 or (stratum.head + 1) / (delay + 2) < bet_from:
+        return ks, np.zeros_like(ks)
+    left = stratum.size - delay
+    drawn_successes = stratum.window - stratum.head
+    drawn_failures = bet_labels - drawn_successes
+    everything = np.arange(left + 1, dtype=float)  # R': successes among the episodes after the head
+    prior = betabinom_logpmf(everything, left, 1.0 + stratum.head, 1.0 + head_failures)
+    mixed = _reverse_logcumsumexp(prior + _log_draws(everything, left, drawn_successes, drawn_failures))
+    mass = _reverse_logcumsumexp(prior)
+    null = (ks - stratum.head).astype(int)  # R under each K
+    wealth = mixed[null] - mass[null] - _log_draws(ks - stratum.head, left, drawn_successes, drawn_failures)
+    return ks, wealth
+
+
+def successes_lower(strata: Sequence[StratumCount], *, confidence: float, bet_from: float = BET_FROM) -> int:
+    """A lower bound on the frame's true successes, valid at every moment of a design's labelling at once
+    (`bet_from`: see BET_FROM; 0 bets in every stratum)."""
     if not 0 < confidence < 1:
         raise ValueError(f"the confidence must be between 0 and 1, not {confidence}")
     budget = math.log(1 / (1 - confidence))
     known = [s for s in strata if s.labelled]  # a stratum without labels allows K = 0 at no cost
-    curves = [_log_ratio(s) for s in known]
+    curves = [_log_capital(s, bet_from) for s in known]
     floor = sum(s.successes for s in known)
     if not curves:
         return 0
@@ -95,22 +165,23 @@ def successes_lower(strata: Sequence[StratumCount], *, confidence: float) -> int
 
 def _useful(ks: np.ndarray, g: np.ndarray, ceiling: float) -> tuple[np.ndarray, np.ndarray]:
     """The part of a stratum's curve a minimum can use: K inside the set (g <= ceiling) and no larger than where g
-    is least (past it, both K and g only grow)."""
+    is least (past it, both K and g are larger, so no vector there has a smaller sum)."""
     keep = (g <= ceiling) & (ks <= ks[int(np.argmin(g))])
     return ks[keep], g[keep]
 
 
 def _dual(curves: list[tuple[np.ndarray, np.ndarray]], lams: np.ndarray, budget: float) -> np.ndarray:
-    """The Lagrangian dual of "smallest sum of K with sum of log-ratios <= budget" at each lambda."""
+    """The Lagrangian dual of "smallest sum of K with sum of log-wealths <= budget" at each lambda."""
     total = -lams * budget
     for ks, g in curves:
         total = total + np.min(ks[:, None] + g[:, None] * lams[None, :], axis=0)
     return total
 
 
-def successes_upper(strata: Sequence[StratumCount], *, confidence: float) -> int:
+def successes_upper(strata: Sequence[StratumCount], *, confidence: float, bet_from: float = BET_FROM) -> int:
     """An upper bound on the frame's true successes, valid in the same way (the failures' lower bound, mirrored)."""
-    return sum(s.size for s in strata) - successes_lower([s.flipped() for s in strata], confidence=confidence)
+    return sum(s.size for s in strata) - successes_lower([s.flipped() for s in strata], confidence=confidence,
+                                                         bet_from=bet_from)
 
 
 def successes_estimate(strata: Sequence[StratumCount]) -> float | None:
@@ -195,8 +266,17 @@ def _projected(strata: Sequence[StratumCount], extra: int) -> list[StratumCount]
         took = min(step, left, strata[best].size - int(labelled[best]))
         labelled[best] += took
         left -= took
-    return [StratumCount(s.size, int(n), min(int(n), s.successes + round(rate * (int(n) - s.labelled))))
-            for s, n, rate in zip(strata, labelled, rates, strict=True)]
+    return [_extended(s, int(n), rate) for s, n, rate in zip(strata, labelled, rates, strict=True)]
+
+
+def _extended(stratum: StratumCount, labelled: int, rate: float) -> StratumCount:
+    """The stratum with `labelled` labels, those still to come succeeding at `rate`."""
+    def successes_within(first: int, known: int) -> int:
+        return known if stratum.labelled >= first else known + round(rate * (min(labelled, first) - stratum.labelled))
+
+    return StratumCount(stratum.size, labelled, successes_within(labelled, stratum.successes),
+                        successes_within(BET_DELAY, stratum.head),
+                        successes_within(bet_stop(stratum.size), stratum.window))
 
 
 def labels_needed(strata: Sequence[StratumCount], *, reached: Callable[[list[StratumCount]], bool]) -> int | None:
@@ -216,7 +296,6 @@ def labels_needed(strata: Sequence[StratumCount], *, reached: Callable[[list[Str
     return high
 
 
-
 def design_walk(strata: Sequence[Sequence[bool | None]]) -> tuple[list[StratumCount], int | None]:
     """The labels the design has drawn: each stratum's episodes in its random order (True/False: the truth a label
     gave, None: no label yet), walked as the design serves them (allocate_next after each label) until it reaches
@@ -234,4 +313,4 @@ def design_walk(strata: Sequence[Sequence[bool | None]]) -> tuple[list[StratumCo
         truth = strata[h][counts[h].labelled]
         if truth is None:
             return counts, h
-        counts[h] = StratumCount(counts[h].size, counts[h].labelled + 1, counts[h].successes + truth)
+        counts[h] = counts[h].labelled_with(truth)

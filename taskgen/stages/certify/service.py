@@ -292,12 +292,12 @@ def design_precision(*, runs: list[Run], config: JudgeConfig, target_half_width:
         labelled += sum(c.labelled for c in counts)
         successes += sum(c.successes for c in counts)
         not_counted += sum(s.beyond for s in design.strata)
-        lower += successes_lower(counts, confidence=level) * size / frame
-        upper += successes_upper(counts, confidence=level) * size / frame
+        lower += successes_lower(counts, confidence=level, bet_from=0.0) * size / frame
+        upper += successes_upper(counts, confidence=level, bet_from=0.0) * size / frame
         found = successes_estimate(counts)
         estimate = None if found is None or estimate is None else estimate + found * size / frame
-        more += labels_needed(counts, reached=lambda c, f=frame: (successes_upper(c, confidence=level)
-                                                                   - successes_lower(c, confidence=level))
+        more += labels_needed(counts, reached=lambda c, f=frame: (successes_upper(c, confidence=level, bet_from=0.0)
+                                                                   - successes_lower(c, confidence=level, bet_from=0.0))
                               / (2 * f) <= target_half_width) or 0
     ci = (round(lower / total, 4), round(min(upper, total) / total, 4)) if total and labelled else None
     return {"design": True, "method": METHOD, "judged_success": {"population": total, "labelled": labelled,

@@ -54,7 +54,7 @@ def labelling_walk(population: list[list[bool]], *, target: float, confidence: f
     while walk.labels < limit:
         (h,) = allocate_next(counts, count=1)
         seen = population[h][counts[h].labelled]
-        counts[h] = StratumCount(counts[h].size, counts[h].labelled + 1, counts[h].successes + seen)
+        counts[h] = counts[h].labelled_with(seen)
         walk.labels += 1
         if walk.labels % look_every and walk.labels < limit:
             continue
