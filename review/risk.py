@@ -150,10 +150,12 @@ def risk_names_check(names) -> tuple[str, ...]:
     return tuple(name for name in RISK_NAMES if name in wanted)
 
 
-def risk_sets(episodes: QuerySet[Episode], config_id: int | None) -> dict[str, set[int]]:
-    """The ids of these episodes that hold each risk (one query per risk; an episode may hold several)."""
-    conditions = risk_conditions(config_id)
-    return {name: set(episodes.filter(conditions[name]).values_list("pk", flat=True)) for name in RISK_NAMES}
+def risk_sets(episodes: QuerySet[Episode], config_id: int | None, *, correlated: bool = False) -> dict[str, set[int]]:
+    """The ids of these episodes that hold each risk (one query per risk; an episode may hold several);
+    `correlated` for a few thousand known episodes (an export's chunk), where hashing every judgment of the
+    database for each risk costs more than looking each episode up."""
+    conditions = risk_conditions(config_id, correlated=correlated)
+    return {name: set(episodes.filter(conditions[name]).order_by().values_list("pk", flat=True)) for name in RISK_NAMES}
 
 
 def risk_stratum(episode_id: int, sets: dict[str, set[int]]) -> str:

@@ -654,3 +654,19 @@ class LabelRestoreLine(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pipeline_run_id}:{self.line}:{self.kind}:{self.outcome or 'pending'}"
+
+
+class ExportOrder(models.Model):
+    """A run's episodes in the reference's export order (taskgen/stages/export/order.py: `_round_robin`), kept so a
+    certificate or an export reads only as far into the run as its step budget reaches, not every episode each time.
+    `signature` names what it was computed from (the run's episodes and its tasks file); a different one recomputes
+    it. `episode_ids` holds the ids as little-endian 64-bit integers."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="export_order")
+    signature = models.CharField(max_length=400)
+    order_from = models.CharField(max_length=20)
+    episode_ids = models.BinaryField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"export order of run {self.run_id}"

@@ -26,7 +26,8 @@ from review.models import CertifyDesign, FinalLabel, LabelVerdict
 from review.risk import STRATA, risk_sets, risk_stratum
 from taskgen.models import Episode, JudgeConfig, Judgment, Run
 from taskgen.stages.certify.bound import StratumCount, design_walk
-from taskgen.stages.export.select import SelectContext, Selection, export_select, run_risk_sets
+from taskgen.stages.export.order import SelectContext, read_risk_sets
+from taskgen.stages.export.select import Selection, export_select
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -120,10 +121,13 @@ def design_build(*, selection: Selection, seed: int, context: SelectContext | No
     """The design for the exact episodes `selection` writes (its run, source, judge config, budget and cuts)."""
     frame_selection = export_select(run=selection.run, source="judge", judge_config=selection.judge_config,
                                     budget=selection.budget, exclude_risk=selection.exclude_risk, labels_ignored=True,
-                                    include_verifier_failed=selection.include_verifier_failed, context=context)
-    sets = run_risk_sets(run=selection.run, judge_config=selection.judge_config, context=context)
-    return _design(selection=selection, seed=seed, population=[c.episode_id for c in selection.picked],
-                   frame=[c.episode_id for c in frame_selection.picked], sets=sets,
+                                    include_verifier_failed=selection.include_verifier_failed, stop_at_budget=True,
+                                    context=context)
+    population = [c.episode_id for c in selection.picked]
+    frame = [c.episode_id for c in frame_selection.picked]
+    sets = read_risk_sets(set(population) | set(frame), run=selection.run, judge_config=selection.judge_config,
+                          context=context)
+    return _design(selection=selection, seed=seed, population=population, frame=frame, sets=sets,
                    min_reviewer_accuracy=min_reviewer_accuracy)
 
 

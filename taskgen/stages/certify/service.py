@@ -24,7 +24,8 @@ from taskgen.stages.certify.bound import (
     successes_upper,
 )
 from taskgen.stages.certify.design import Design, design_build, design_seed, judged_design
-from taskgen.stages.export.select import ExportError, SelectContext, Selection, export_select
+from taskgen.stages.export.order import SelectContext
+from taskgen.stages.export.select import ExportError, Selection, export_select
 
 SOURCES = (Export.Selection.JUDGE, Export.Selection.HUMAN_OVER_JUDGE)
 COUNTED = ("A label counts when the design drew it: each stratum's episodes are labelled in a random order fixed "
@@ -186,7 +187,7 @@ def certificate_of(*, selection: Selection, params: CertifyParams, seed: int, ne
 def _select(params: CertifyParams, exclude_risk: tuple[str, ...], context: SelectContext) -> Selection:
     try:
         return export_select(run=params.run, source=params.source, judge_config=params.judge_config,
-                             budget=params.budget, exclude_risk=exclude_risk, context=context,
+                             budget=params.budget, exclude_risk=exclude_risk, context=context, stop_at_budget=True,
                              include_reviewer_rejected=params.include_reviewer_rejected,
                              include_verifier_failed=params.include_verifier_failed)
     except ExportError as exc:

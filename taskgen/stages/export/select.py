@@ -24,9 +24,10 @@ from pathlib import Path
 
 from django.conf import settings
 
-from review.models import FinalLabel, LabelVerdict
-from review.risk import RiskError, risk_names_check, risk_sets
-from taskgen.models import Episode, Export, JudgeConfig, Judgment, Run, Screenshot, VerifierResult
+from review.models import LabelVerdict
+from review.risk import RiskError, risk_names_check
+from taskgen.models import Export, JudgeConfig, Judgment, Run, Screenshot
+from taskgen.stages.export.order import Chunk, SelectContext, export_order, order_chunks
 
 MANIFEST_FORMAT = "taskgen-rows-manifest/1"
 SOURCES = [choice.value for choice in Export.Selection]
@@ -45,24 +46,6 @@ LEFT_OUT_WHY = {
 # What the source approves, in the words of "N judged successes: ..."
 CONSIDERED_WORDS = {Export.Selection.JUDGE: "judged successes", Export.Selection.HUMAN: "human successes",
                     Export.Selection.HUMAN_OVER_JUDGE: "judged or human successes"}
-
-
-@dataclass
-class SelectContext:
-    """What the selections of one computation share: a certificate selects the same run for its population, its
-    frame and every cut, and each would read every episode of the run again (a second at 100,000 episodes). Made for
-    one computation and dropped after it: nothing is kept across requests."""
-
-    reads: dict = field(default_factory=dict)
-
-    def get(self, key: tuple, make):
-        if key not in self.reads:
-            self.reads[key] = make()
-        return self.reads[key]
-
-
-def _read(context: SelectContext | None, key: tuple, make):
-    return make() if context is None else context.get(key, make)
 
 
 class ExportError(ValueError):
@@ -187,45 +170,6 @@ def export_include_check(*, source: str, include_reviewer_rejected: bool) -> Non
                           "Not success applies to the judge source only")
 
 
-def run_risk_sets(*, run: Run, judge_config: JudgeConfig | None, context: SelectContext | None = None) -> dict:
-    """The run's episodes holding each risk (review/risk.py, the judge config's verdicts)."""
-    config_id = judge_config.pk if judge_config else None
-    return _read(context, ("risks", run.pk, config_id),
-                 lambda: risk_sets(Episode.objects.filter(run=run), config_id))
-
-
-def _risky_ids(*, run: Run, judge_config: JudgeConfig | None, exclude_risk: tuple[str, ...],
-               context: SelectContext | None = None) -> set[int]:
-    """The run's episodes holding any of the risks cut."""
-    if not exclude_risk:
-        return set()
-    sets = run_risk_sets(run=run, judge_config=judge_config, context=context)
-    return set().union(*(sets[name] for name in exclude_risk))
-
-
-def _left_out_by_label(*, run: Run, source: str, judge_config: JudgeConfig | None, include_reviewer_rejected: bool,
-                       include_verifier_failed: bool, labels_ignored: bool = False,
-                       context: SelectContext | None = None) -> dict[int, str | None]:
-    """Each episode the source (or the judge, beside human labels) approves: None when it may be exported, else the
-    reason (a LEFT_OUT_WHY key) a label or the verifier keeps it out. `labels_ignored`: as if nobody had labelled."""
-    finals = {} if labels_ignored else _read(context, ("finals", run.pk), lambda: {
-        pk: (verdict, adjudicated) for pk, verdict, adjudicated in
-        FinalLabel.objects.filter(episode__run=run).values_list("episode_id", "verdict", "adjudicated")})
-    human_yes = {pk for pk, (verdict, _) in finals.items() if verdict == LabelVerdict.SUCCESS}
-    judge_yes: set[int] = set()
-    if judge_config is not None and source != Export.Selection.HUMAN:
-        judge_yes = _read(context, ("judge_yes", run.pk, judge_config.pk), lambda: set(
-            Judgment.objects.filter(episode__run=run, config=judge_config, verdict=Judgment.Verdict.SUCCESS)
-            .values_list("episode_id", flat=True)))
-    failed = set() if include_verifier_failed else _read(context, ("failed", run.pk), lambda: set(
-        VerifierResult.objects.filter(episode__run=run, ok=False).values_list("episode_id", flat=True)))
-    considered = human_yes if source == Export.Selection.HUMAN else judge_yes if source == Export.Selection.JUDGE \
-        else human_yes | judge_yes
-    return {pk: _label_reason(*finals.get(pk, (None, False)), source=source,
-                              include_reviewer_rejected=include_reviewer_rejected) or
-            ("verifier" if pk in failed else None) for pk in considered}
-
-
 def _label_reason(verdict: str | None, adjudicated: bool, *, source: str,
                   include_reviewer_rejected: bool) -> str | None:
     """The reason a final label keeps an approved episode out, or None."""
@@ -236,56 +180,17 @@ def _label_reason(verdict: str | None, adjudicated: bool, *, source: str,
     return None
 
 
-def tasks_file_slots(run: Run) -> dict[str, int] | None:
-    """Each task's place within its site in the run's tasks file (the reference walks the file, so a task without an
-    episode still takes its turn); None when the file is gone or unreadable, and episodes alone give the order."""
-    path = Path(run.tasks_file) if run.tasks_file else None
-    if path is None or not path.is_file():
-        return None
-    slots: dict[str, int] = {}
-    per_site: dict[str, int] = {}
-    try:
-        for line in path.read_text(encoding="utf-8").split("\n"):
-            if line.strip():
-                task = json.loads(line)
-                slots.setdefault(task["task_id"], per_site.get(task["site"], 0))
-                per_site[task["site"]] = per_site.get(task["site"], 0) + 1
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return slots
-
-
-def _round_robin(episodes: list[dict], slots: dict[str, int] | None) -> list[dict]:
-    """Sites sorted by name, each site's tasks in file order, one from each site per round."""
-    by_site: dict[str, list[dict]] = {}
-    for row in sorted(episodes, key=lambda r: (r["task_order"], r["id"])):
-        by_site.setdefault(row["site__slug"], []).append(row)
-    ranked = []
-    for site in sorted(by_site):
-        for index, row in enumerate(by_site[site]):
-            ranked.append(((slots[row["task__task_id"]] if slots else index), site, row))
-    return [row for *_, row in sorted(ranked, key=lambda item: item[:2])]
-
-
-def _episodes_in_order(run: Run) -> tuple[list[dict], dict[str, int] | None]:
-    """The run's episodes in the reference's order (round robin over sites), and the tasks file's slots if used."""
-    rows = list(Episode.objects.filter(run=run).values("id", "task_order", "task__task_id", "site__slug",
-                                                       "has_rows", "row_count", "content_hash"))
-    slots = tasks_file_slots(run)
-    if slots is not None and any(row["task__task_id"] not in slots for row in rows):
-        slots = None  # the file no longer lists every episode's task: fall back to the episodes' own order
-    return _round_robin(rows, slots), slots
-
-
 def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_config: JudgeConfig | None = None,
                   budget: object = None, include_reviewer_rejected: bool = False,
                   include_verifier_failed: bool = False, exclude_risk=(), labels_ignored: bool = False,
-                  context: SelectContext | None = None) -> Selection:
+                  stop_at_budget: bool = False, context: SelectContext | None = None) -> Selection:
     """The episodes an export takes, in order, under the reference's rules, less what reviewers rejected or the
     verifier failed unless asked for, and less the episodes holding a risk in `exclude_risk` (review/risk.py); and
     how many approved episodes are left out, by reason. `labels_ignored` selects as if no human had labelled
-    anything: a certificate's frame, the judge's own choice, which no label moves. `context` shares the run's reads
-    between the selections of one computation."""
+    anything: a certificate's frame, the judge's own choice, which no label moves. `stop_at_budget` stops reading
+    the run once the budget is reached: the same episodes are picked (none after that point could be), but
+    `candidates` and `left_out` count only the episodes read. `context` shares the run's reads between the
+    selections of one computation."""
     budget = export_budget_check(settings.EXPORT_BUDGET if budget is None else budget)
     export_source_check(source=source, judge_config=judge_config)
     export_include_check(source=source, include_reviewer_rejected=include_reviewer_rejected)
@@ -293,42 +198,64 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
         exclude_risk = risk_names_check(exclude_risk)
     except RiskError as exc:
         raise ExportError(str(exc)) from None
-    outcome = _left_out_by_label(run=run, source=source, judge_config=judge_config,
-                                 include_reviewer_rejected=include_reviewer_rejected,
-                                 include_verifier_failed=include_verifier_failed, labels_ignored=labels_ignored,
-                                 context=context)
-    for pk in _risky_ids(run=run, judge_config=judge_config, exclude_risk=exclude_risk,
-                         context=context) & outcome.keys():
-        outcome[pk] = outcome[pk] or "risk"
-    ordered, slots = _read(context, ("ordered", run.pk), lambda: _episodes_in_order(run))
+    _, order_from = export_order(run, context)
     selection = Selection(run=run, source=source, judge_config=judge_config, budget=budget,
                           include_reviewer_rejected=include_reviewer_rejected,
                           include_verifier_failed=include_verifier_failed, exclude_risk=exclude_risk,
-                          order_from="tasks file" if slots is not None else "episodes")
+                          order_from=order_from)
+    rule = _Rule(source=source, include_reviewer_rejected=include_reviewer_rejected,
+                 include_verifier_failed=include_verifier_failed, exclude_risk=exclude_risk,
+                 labels_ignored=labels_ignored)
     left_out: dict[str, int] = {}
     steps = 0
-    for row in ordered:
-        why = _left_out_reason(row=row, outcome=outcome, steps=steps, budget=budget)
-        if why == "unapproved":
-            continue
-        if why in (None, "empty", "budget"):
-            selection.candidates += 1  # counted before an empty episode is skipped, as the reference does
-        if why is not None:
-            left_out[why] = left_out.get(why, 0) + 1
-            continue
-        selection.picked.append(Candidate(row["id"], row["task__task_id"], row["site__slug"], row["task_order"],
-                                          row["row_count"], row["content_hash"]))
-        steps += row["row_count"]
+    for chunk in order_chunks(run, judge_config, context):
+        if stop_at_budget and steps >= budget:
+            break
+        risky = set().union(*(chunk.risks()[name] for name in exclude_risk)) if exclude_risk else set()
+        for row in chunk.rows:
+            why = rule.reason(row, chunk, risky) or _left_out_reason(row=row, steps=steps, budget=budget)
+            if why == "unapproved":
+                continue
+            if why in (None, "empty", "budget"):
+                selection.candidates += 1  # counted before an empty episode is skipped, as the reference does
+            if why is not None:
+                left_out[why] = left_out.get(why, 0) + 1
+                continue
+            selection.picked.append(Candidate(row["id"], row["task__task_id"], row["site__slug"], row["task_order"],
+                                              row["row_count"], row["content_hash"]))
+            steps += row["row_count"]
     selection.left_out = {why: left_out[why] for why in LEFT_OUT_WHY if left_out.get(why)}
     return selection
 
 
-def _left_out_reason(*, row: dict, outcome: dict[int, str | None], steps: int, budget: int) -> str | None:
-    """Why this episode is not exported (None: it is); "unapproved" for what the source does not approve."""
-    if row["id"] not in outcome:
-        return "unapproved"
-    if outcome[row["id"]] is not None:
-        return outcome[row["id"]]
+@dataclass(frozen=True)
+class _Rule:
+    """What the source approves and what keeps an approved episode out, for one episode at a time."""
+
+    source: str
+    include_reviewer_rejected: bool
+    include_verifier_failed: bool
+    exclude_risk: tuple[str, ...]
+    labels_ignored: bool
+
+    def reason(self, row: dict, chunk: Chunk, risky: set[int]) -> str | None:
+        """"unapproved" when the source does not approve the episode; else why a label, the verifier or a risk
+        keeps it out (a LEFT_OUT_WHY key), or None."""
+        pk = row["id"]
+        verdict, adjudicated = (None, False) if self.labels_ignored else chunk.finals.get(pk, (None, False))
+        human_yes, judge_yes = verdict == LabelVerdict.SUCCESS, pk in chunk.judge_yes
+        approved = human_yes if self.source == Export.Selection.HUMAN else judge_yes \
+            if self.source == Export.Selection.JUDGE else human_yes or judge_yes
+        if not approved:
+            return "unapproved"
+        return (_label_reason(verdict, adjudicated, source=self.source,
+                              include_reviewer_rejected=self.include_reviewer_rejected)
+                or ("verifier" if pk in chunk.failed and not self.include_verifier_failed else None)
+                or ("risk" if pk in risky else None))
+
+
+def _left_out_reason(*, row: dict, steps: int, budget: int) -> str | None:
+    """Why this approved episode, which nothing else keeps out, is not exported (None: it is)."""
     if not row["has_rows"]:
         return "no_rows"
     if row["row_count"] == 0:

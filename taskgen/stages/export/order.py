@@ -1,0 +1,194 @@
+"""The export's order and what a selection reads of each episode, as far into the run as it needs.
+
+The order is the reference's `rows` stage: sites sorted by name, interleaved round robin, each site's tasks in the
+tasks file's order (a task without an episode still takes its turn), or in the episodes' own order when the file is
+gone or no longer lists every episode's task. Computing it reads every episode of the run (a second at 100,000), so
+it is kept (`ExportOrder`) with a signature of what it was computed from (the run's episodes: count, largest and
+sum of ids; the tasks file: path, size and time), and computed again when that changes. A selection then reads the
+order's episodes a chunk at a time (`order_rows`), with what decides it for each (the judge config's verdict, the
+final label, the verifier's failure, the risks it holds), so a selection that stops at its budget reads a few
+thousand episodes whatever the run's size.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from django.db import IntegrityError, connection, transaction
+from django.db.models import BooleanField, Count, Max, Q, Sum
+from django.db.models.expressions import RawSQL
+
+from review.models import FinalLabel
+from review.risk import RISK_NAMES, risk_sets
+from taskgen.models import Episode, ExportOrder, JudgeConfig, Judgment, Run, VerifierResult
+
+FIRST_CHUNK = 8192  # episodes read at once; each further chunk doubles, up to LAST_CHUNK
+LAST_CHUNK = 32768
+ROW_FIELDS = ("id", "task_order", "task__task_id", "site__slug", "has_rows", "row_count", "content_hash")
+
+
+@dataclass
+class SelectContext:
+    """What the selections of one computation share: a certificate selects the same run for its population, its
+    frame and every cut, each reading the same chunks of the order. Made for one computation and dropped after it."""
+
+    reads: dict = field(default_factory=dict)
+
+    def get(self, key: tuple, make):
+        if key not in self.reads:
+            self.reads[key] = make()
+        return self.reads[key]
+
+
+def _read(context: SelectContext | None, key: tuple, make):
+    return make() if context is None else context.get(key, make)
+
+
+def tasks_file_slots(run: Run) -> dict[str, int] | None:
+    """Each task's place within its site in the run's tasks file (the reference walks the file, so a task without an
+    episode still takes its turn); None when the file is gone or unreadable, and episodes alone give the order."""
+    path = Path(run.tasks_file) if run.tasks_file else None
+    if path is None or not path.is_file():
+        return None
+    slots: dict[str, int] = {}
+    per_site: dict[str, int] = {}
+    try:
+        for line in path.read_text(encoding="utf-8").split("\n"):
+            if line.strip():
+                task = json.loads(line)
+                slots.setdefault(task["task_id"], per_site.get(task["site"], 0))
+                per_site[task["site"]] = per_site.get(task["site"], 0) + 1
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return slots
+
+
+def _round_robin(episodes: list[dict], slots: dict[str, int] | None) -> list[dict]:
+    """Sites sorted by name, each site's tasks in file order, one from each site per round."""
+    by_site: dict[str, list[dict]] = {}
+    for row in sorted(episodes, key=lambda r: (r["task_order"], r["id"])):
+        by_site.setdefault(row["site__slug"], []).append(row)
+    ranked = []
+    for site in sorted(by_site):
+        for index, row in enumerate(by_site[site]):
+            ranked.append(((slots[row["task__task_id"]] if slots else index), site, row))
+    return [row for *_, row in sorted(ranked, key=lambda item: item[:2])]
+
+
+def episodes_in_order(run: Run) -> tuple[list[int], str]:
+    """The run's episode ids in the reference's order, computed from every episode, and what ordered them."""
+    rows = list(Episode.objects.filter(run=run).values("id", "task_order", "task__task_id", "site__slug"))
+    slots = tasks_file_slots(run)
+    if slots is not None and any(row["task__task_id"] not in slots for row in rows):
+        slots = None  # the file no longer lists every episode's task: fall back to the episodes' own order
+    return [row["id"] for row in _round_robin(rows, slots)], ("tasks file" if slots is not None else "episodes")
+
+
+def _signature(run: Run) -> str:
+    found = Episode.objects.filter(run=run).aggregate(n=Count("id"), top=Max("id"), total=Sum("id"))
+    path = Path(run.tasks_file) if run.tasks_file else None
+    try:
+        stat = path.stat() if path else None
+    except OSError:
+        stat = None
+    file = f"{path}:{stat.st_size}:{stat.st_mtime_ns}" if stat else "no tasks file"
+    return f"{found['n']}:{found['top']}:{found['total']}|{file}"[:400]
+
+
+def export_order(run: Run, context: SelectContext | None = None) -> tuple[np.ndarray, str]:
+    """The run's episode ids in export order and what ordered them ("tasks file" or "episodes"): the kept order
+    when its signature still holds, else computed and kept."""
+    return _read(context, ("order", run.pk), lambda: _export_order(run))
+
+
+def _export_order(run: Run) -> tuple[np.ndarray, str]:
+    signature = _signature(run)
+    kept = ExportOrder.objects.filter(run=run).values_list("signature", "order_from", "episode_ids").first()
+    if kept is not None and kept[0] == signature:
+        return np.frombuffer(bytes(kept[2]), dtype="<i8"), kept[1]
+    ids, order_from = episodes_in_order(run)
+    packed = np.asarray(ids, dtype="<i8").tobytes()
+    try:
+        with transaction.atomic():
+            ExportOrder.objects.update_or_create(run=run, defaults={"signature": signature, "order_from": order_from,
+                                                                    "episode_ids": packed})
+    except IntegrityError:
+        pass  # kept by another request at the same moment, from the same episodes
+    return np.frombuffer(packed, dtype="<i8"), order_from
+
+
+def among(model, ids, column: str = "id"):
+    """A filter: `column` of `model` is one of `ids`. On PostgreSQL one array parameter (`= ANY(%s)`): an IN list of
+    thousands of placeholders costs more to build and send than the query costs to run."""
+    if connection.vendor == "postgresql":
+        sql = f'"{model._meta.db_table}"."{column}" = ANY(%s::bigint[])'  # names from the model; ids a parameter
+        array = "{" + ",".join(str(int(pk)) for pk in ids) + "}"  # one text parameter: quoted at once, not per id
+        return RawSQL(sql, (array,), output_field=BooleanField())  # noqa: S611
+    return Q(**{f"{column}__in": list(ids)})
+
+
+@dataclass
+class Chunk:
+    """A stretch of the order: each episode's row and what decides its selection."""
+
+    rows: list[dict]
+    finals: dict[int, tuple[str, bool]]
+    judge_yes: set[int]
+    failed: set[int]
+    config_id: int | None
+    _risks: dict[str, set[int]] | None = None
+
+    def risks(self) -> dict[str, set[int]]:
+        """The chunk's episodes holding each risk (review/risk.py), read the first time they are asked for."""
+        if self._risks is None:
+            self._risks = risk_sets(Episode.objects.filter(among(Episode, [r["id"] for r in self.rows])),
+                                    self.config_id, correlated=True)
+        return self._risks
+
+
+def _chunk(ids: list[int], judge_config: JudgeConfig | None) -> Chunk:
+    found = {row["id"]: row for row in Episode.objects.filter(among(Episode, ids)).values(*ROW_FIELDS)}
+    finals = {pk: (verdict, adjudicated) for pk, verdict, adjudicated in FinalLabel.objects.filter(
+        among(FinalLabel, ids, "episode_id")).values_list("episode_id", "verdict", "adjudicated")}
+    judge_yes = set() if judge_config is None else set(
+        Judgment.objects.filter(among(Judgment, ids, "episode_id"), config=judge_config,
+                                verdict=Judgment.Verdict.SUCCESS).values_list("episode_id", flat=True))
+    failed = set(VerifierResult.objects.filter(among(VerifierResult, ids, "episode_id"), ok=False)
+                 .values_list("episode_id", flat=True))
+    return Chunk([found[pk] for pk in ids if pk in found], finals, judge_yes, failed,
+                 judge_config.pk if judge_config else None)
+
+
+def order_chunks(run: Run, judge_config: JudgeConfig | None, context: SelectContext | None = None) -> Iterator[Chunk]:
+    """The run's episodes in export order, a chunk at a time (each read once per context, as it is first reached)."""
+    order, _ = export_order(run, context)
+    start, size, index = 0, FIRST_CHUNK, 0
+    config_id = judge_config.pk if judge_config else None
+    while start < len(order):
+        ids = [int(pk) for pk in order[start:start + size]]
+        yield _read(context, ("chunk", run.pk, config_id, index), lambda ids=ids: _chunk(ids, judge_config))
+        start, size, index = start + size, min(LAST_CHUNK, size * 2), index + 1
+
+
+def read_risk_sets(ids, *, run: Run, judge_config: JudgeConfig | None,
+                   context: SelectContext | None = None) -> dict[str, set[int]]:
+    """The risks these episodes hold: from the chunks the context has read, the rest from the database."""
+    wanted = set(ids)
+    sets: dict[str, set[int]] = {name: set() for name in RISK_NAMES}
+    config_id = judge_config.pk if judge_config else None
+    chunks = [value for key, value in (context.reads.items() if context else ())
+              if key[0] == "chunk" and key[1] == run.pk and key[2] == config_id]
+    for chunk in chunks:
+        covered = {r["id"] for r in chunk.rows} & wanted
+        if covered:
+            wanted -= covered
+            for name, members in chunk.risks().items():
+                sets[name] |= members & covered
+    if wanted:
+        for name, members in risk_sets(Episode.objects.filter(among(Episode, wanted)), config_id,
+                                       correlated=True).items():
+            sets[name] |= members
+    return sets

@@ -1,0 +1,89 @@
+"""The export's kept order and its chunked reads (taskgen/stages/export/order.py) pick exactly what the reference's
+rules pick over every episode: on random runs (sites, task orders, verdicts, labels, verifier failures, risks, rows
+and budgets), read a few episodes at a time and stopping at the budget, and again after episodes are added."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from review.models import FinalLabel
+from taskgen.models import Episode, ExportOrder, Judgment, VerifierResult
+from taskgen.stages.export import order as export_order_module
+from taskgen.stages.export.order import SelectContext, episodes_in_order, export_order
+from taskgen.stages.export.select import export_select
+from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, SiteFactory, TaskFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _add_episodes(run, config, rng: random.Random, count: int) -> None:
+    sites = [SiteFactory(slug=slug) for slug in ("beta", "alpha", "gamma", "delta")]
+    for _ in range(count):
+        site = rng.choice(sites)
+        rows = rng.choice([0, 1, 2, 3, 5])
+        episode = EpisodeFactory(run=run, task=TaskFactory(site=site), task_order=rng.randrange(60),
+                                 has_rows=rng.random() < 0.9, row_count=rows)
+        JudgmentFactory(episode=episode, config=config, inconsistent=rng.random() < 0.2,
+                        verdict=Judgment.Verdict.SUCCESS if rng.random() < 0.7 else Judgment.Verdict.NOT_SUCCESS)
+        if rng.random() < 0.2:
+            FinalLabel.objects.create(episode=episode, verdict=rng.choice(["SUCCESS", "NOT SUCCESS", "UNSURE"]),
+                                      adjudicated=rng.random() < 0.3)
+        if rng.random() < 0.2:
+            VerifierResult.objects.create(episode=episode, ok=rng.random() < 0.5, source="sandbox")
+
+
+def _oracle(run, config, *, budget: int, exclude_inconsistent: bool, labels_ignored: bool) -> list[int]:
+    """The rules written out over every episode: sites by name, round robin, each site's episodes by (task order,
+    id); judged successes less a Not success label, a failed verifier and (if cut) an inconsistent verdict; whole
+    episodes with rows until the steps reach the budget."""
+    episodes = list(Episode.objects.filter(run=run).select_related("site"))
+    by_site: dict[str, list[Episode]] = {}
+    for episode in sorted(episodes, key=lambda e: (e.task_order, e.pk)):
+        by_site.setdefault(episode.site.slug, []).append(episode)
+    order = [e for _, _, e in sorted((i, slug, e) for slug, site in by_site.items() for i, e in enumerate(site))]
+    judgments = {j.episode_id: j for j in Judgment.objects.filter(config=config, episode__run=run)}
+    finals = {} if labels_ignored else {f.episode_id: f.verdict for f in FinalLabel.objects.filter(episode__run=run)}
+    verifier = dict(VerifierResult.objects.filter(episode__run=run).values_list("episode_id", "ok"))
+    picked, steps = [], 0
+    for episode in order:
+        judgment = judgments[episode.pk]
+        if judgment.verdict != Judgment.Verdict.SUCCESS or finals.get(episode.pk) == "NOT SUCCESS":
+            continue
+        if verifier.get(episode.pk) is False or (exclude_inconsistent and judgment.inconsistent):
+            continue
+        if episode.has_rows and episode.row_count and steps < budget:
+            picked.append(episode.pk)
+            steps += episode.row_count
+    return picked
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_kept_order_read_in_chunks_picks_exactly_what_the_rules_pick(monkeypatch, seed):
+    monkeypatch.setattr(export_order_module, "FIRST_CHUNK", 7)  # many chunks, each read once
+    monkeypatch.setattr(export_order_module, "LAST_CHUNK", 20)
+    rng = random.Random(seed)
+    run, config = RunFactory(), JudgeConfigFactory()
+    _add_episodes(run, config, rng, 90)
+    for _ in range(2):
+        for budget in (1, 17, 60, 10_000):
+            for cut, ignored in ((False, False), (True, False), (False, True)):
+                context = SelectContext()
+                kwargs = {"run": run, "judge_config": config, "budget": budget, "labels_ignored": ignored,
+                          "exclude_risk": ("inconsistent",) if cut else ()}
+                fast = export_select(**kwargs, stop_at_budget=True, context=context)
+                whole = export_select(**kwargs)
+                expected = _oracle(run, config, budget=budget, exclude_inconsistent=cut, labels_ignored=ignored)
+                assert [c.episode_id for c in fast.picked] == [c.episode_id for c in whole.picked] == expected
+        _add_episodes(run, config, rng, 25)  # the kept order is stale now: its signature says so
+
+
+def test_the_order_is_kept_and_computed_again_only_when_the_run_changes():
+    run, config = RunFactory(), JudgeConfigFactory()
+    _add_episodes(run, config, random.Random(5), 12)
+    ids, order_from = export_order(run)
+    assert list(ids) == episodes_in_order(run)[0] and order_from == "episodes" and ExportOrder.objects.count() == 1
+    kept = ExportOrder.objects.get(run=run)
+    assert list(export_order(run)[0]) == list(ids) and ExportOrder.objects.get(run=run).updated_at == kept.updated_at
+    Episode.objects.filter(pk=ids[-1]).delete()
+    assert list(export_order(run)[0]) == list(ids[:-1])
