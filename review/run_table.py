@@ -8,36 +8,57 @@ risk flags in words. Every column shown sorts; a sort the table does not have is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property, reduce
+from operator import or_
 
 from django.db.models import Case, F, FilteredRelation, IntegerField, Q, QuerySet, Value, When
+from django.db.models.functions import Left
 
 from review.episode_filters import EpisodeFilter, FilterError, condition
 from review.models import LabelVerdict
 from review.risk import risk_rank
-from taskgen.models import Episode, Judgment, Run
+from review.run_table_groups import GROUPED_SORTS, cells_answer, cells_filtered, page_by_groups, run_cells, sort_groups
+from taskgen.models import INSTRUCTION_SORT_CHARS, Episode, Judgment, Run
 
 S, NS = Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS
 
-# Agreement of the judge with the truth there is: the final human label when it decided, else the verifier.
+# Agreement of the judge with the truth there is: the final human label when it decided, else the verifier. Each row:
+# its words, where the truth comes from, and the (judge verdict, truth) pairs it holds; the first row that holds wins
+# (a decided final label is read before the verifier). One rule, two readers: the table's SQL (`_agreement`) and the
+# summary's cells (`agreement_of`).
+LABEL_S, LABEL_NS = LabelVerdict.SUCCESS, LabelVerdict.NOT_SUCCESS
 AGREEMENT = (
-    ("false positive (final label)", Q(cj__verdict=S, final_label__verdict=LabelVerdict.NOT_SUCCESS)),
-    ("false positive (verifier)", Q(cj__verdict=S, verifier_result__ok=False)),
-    ("false negative (final label)", Q(cj__verdict=NS, final_label__verdict=LabelVerdict.SUCCESS)),
-    ("false negative (verifier)", Q(cj__verdict=NS, verifier_result__ok=True)),
-    ("agrees with the final label", Q(cj__verdict=S, final_label__verdict=S) | Q(cj__verdict=NS,
-                                                                                  final_label__verdict=NS)),
-    ("agrees with the verifier", Q(cj__verdict=S, verifier_result__ok=True) | Q(cj__verdict=NS,
-                                                                                verifier_result__ok=False)),
+    ("false positive (final label)", "final", ((S, LABEL_NS),)),
+    ("false positive (verifier)", "verifier", ((S, False),)),
+    ("false negative (final label)", "final", ((NS, LABEL_S),)),
+    ("false negative (verifier)", "verifier", ((NS, True),)),
+    ("agrees with the final label", "final", ((S, LABEL_S), (NS, LABEL_NS))),
+    ("agrees with the verifier", "verifier", ((S, True), (NS, False))),
 )
-_DECIDED_FINAL = Q(final_label__verdict__in=[LabelVerdict.SUCCESS, LabelVerdict.NOT_SUCCESS])
+_DECIDED_FINAL = Q(final_label__verdict__in=[LABEL_S, LABEL_NS])
 UNKNOWN = len(AGREEMENT)
 
 
+def _agreement_condition(source: str, pairs: tuple) -> Q:
+    truth = "final_label__verdict" if source == "final" else "verifier_result__ok"
+    held = reduce(or_, (Q(cj__verdict=verdict, **{truth: value}) for verdict, value in pairs))
+    return held if source == "final" else held & ~_DECIDED_FINAL
+
+
 def _agreement() -> Case:
-    """The first AGREEMENT row that holds (a decided final label is read before the verifier), as its position."""
-    whens = [When(cond if "final label" in text else cond & ~_DECIDED_FINAL, then=Value(n))
-             for n, (text, cond) in enumerate(AGREEMENT)]
+    """The first AGREEMENT row that holds, as its position."""
+    whens = [When(_agreement_condition(source, pairs), then=Value(n)) for n, (_, source, pairs) in enumerate(AGREEMENT)]
     return Case(*whens, default=Value(UNKNOWN), output_field=IntegerField())
+
+
+def agreement_of(verdict: str | None, verifier_ok: bool | None, final: str) -> int:
+    """The AGREEMENT position of a judge verdict, a verifier result (None: none) and a final label ("" none)."""
+    decided = final in (LABEL_S, LABEL_NS)
+    for n, (_, source, pairs) in enumerate(AGREEMENT):
+        truth = final if source == "final" else (None if decided else verifier_ok)
+        if (verdict, truth) in pairs:
+            return n
+    return UNKNOWN
 
 
 def agreement_text(code: int | None) -> str:
@@ -51,7 +72,8 @@ SORTS = {
     "task": ("Task", F("task__task_id")),
     "site": ("Site", F("site__slug")),
     "kind": ("Kind", F("task_kind")),
-    "instruction": ("Instruction", F("task__instruction")),
+    # its first 500 characters, as the index that serves the sort holds them (taskgen/models.py: Task)
+    "instruction": ("Instruction", Left("task__instruction", INSTRUCTION_SORT_CHARS)),
     "steps": ("Steps", F("steps")),
     "screens": ("Screens", F("screens")),
     "ended": ("Ended", F("finished")),
@@ -64,6 +86,9 @@ SORTS = {
 }
 JOINED_SORTS = {"verdict", "agreement", "flags"}  # read the chosen config's judgment, joined as `cj`
 NUMERIC = {"line", "steps", "screens"}
+# Columns an episode may have no value in (sorted last either way); the others sort plain, so a descending sort walks
+# its index backwards (NULLS LAST on a column that holds none would make PostgreSQL sort every row instead).
+NULLABLE = {"verdict", "verifier", "final"}
 
 
 @dataclass(frozen=True)
@@ -107,16 +132,70 @@ def run_table_filtered(*, run: Run, f: EpisodeFilter, sort_key: str = "") -> Que
     return episodes.filter(condition(f, joined=True))
 
 
+def _sort_expression(key: str, config_id: int | None):
+    expression = SORTS[key][1]
+    return expression(config_id) if callable(expression) else expression
+
+
+def _usable(sort: Sort, f: EpisodeFilter) -> Sort:
+    if f.config_id is None and sort.key in ("verdict", "agreement"):
+        return Sort("line", sort.descending)  # a run nobody judged has no verdicts to sort by
+    return sort
+
+
 def run_table_order(*, run: Run, f: EpisodeFilter, sort: Sort) -> QuerySet:
     """The ids of the run's episodes that pass the filter, in the chosen order: a narrow sort (ids and the sort
     key only), so sorting 100,000 episodes does not drag their instructions along."""
-    if f.config_id is None and sort.key in ("verdict", "agreement"):
-        sort = Sort("line", sort.descending)  # a run nobody judged has no verdicts to sort by
-    expression = SORTS[sort.key][1]
-    expression = expression(f.config_id) if callable(expression) else expression
-    ordering = expression.desc(nulls_last=True) if sort.descending else expression.asc(nulls_last=True)
+    sort = _usable(sort, f)
+    expression = _sort_expression(sort.key, f.config_id)
+    nulls = {"nulls_last": True} if sort.key in NULLABLE else {}
+    ordering = expression.desc(**nulls) if sort.descending else expression.asc(**nulls)
     episodes = run_table_filtered(run=run, f=f, sort_key=sort.key)
-    return episodes.order_by(ordering, "task_order", "id").values_list("pk", flat=True)
+    return episodes.order_by(ordering, *line_order(sort.descending)).values_list("pk", flat=True)
+
+
+def line_order(descending: bool) -> tuple[str, str]:
+    """Rows of one value in line order, reversed with the sort: a descending sort is the ascending one read
+    backwards (episodes without a value still last), so it walks the same index backwards."""
+    return ("-task_order", "-id") if descending else ("task_order", "id")
+
+
+class TableRows:
+    """The ids of the run's table in order, as a Paginator pages them (`rows[start:stop]`, `len(rows)`). Where
+    validate's summary can count the filter (PostgreSQL), the count comes from its cells and a sort on a column of
+    few values reads only the groups the page falls in (review/run_table_groups.py); otherwise one count and one
+    sort of the filtered rows."""
+
+    def __init__(self, *, run: Run, f: EpisodeFilter, sort: Sort) -> None:
+        self.run, self.f, self.sort = run, f, _usable(sort, f)
+        self.every = run_cells(run=run, config_id=f.config_id)
+        self.cells = cells_filtered(self.every, f) if self.every is not None and cells_answer(f) else None
+
+    @cached_property
+    def total(self) -> int:
+        """The run's episodes, filtered or not (a count of a million index entries is most of a page's time)."""
+        return sum(cell.n for cell in self.every) if self.every is not None else self.run.episodes.count()
+
+    @cached_property
+    def count(self) -> int:
+        if self.cells is not None:
+            return sum(cell.n for cell in self.cells)
+        return run_table_filtered(run=self.run, f=self.f).count()
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, item: slice) -> list[int]:
+        key = self.sort.key
+        if self.cells is None or key not in GROUPED_SORTS:
+            return list(run_table_order(run=self.run, f=self.f, sort=self.sort)[item])
+        rows = run_table_filtered(run=self.run, f=self.f, sort_key=key)
+        if key == "flags":
+            rows = rows.annotate(flags=_sort_expression(key, self.f.config_id))
+        groups = sort_groups(key=key, descending=self.sort.descending, cells=self.cells)
+        return page_by_groups(rows, groups, item.start or 0, item.stop - (item.start or 0),
+                              line_order(self.sort.descending))
+
 
 
 def run_table_rows(episode_ids: list[int], config_id: int | None) -> list[Episode]:

@@ -136,7 +136,9 @@ def test_the_run_pages_make_a_fixed_number_of_queries(viewer_client, django_asse
     run = RunFactory()
     for _ in range(30):
         EpisodeFactory(run=run)
-    with django_assert_max_num_queries(14):  # fixed: the ids of the page, then its rows, flags and screens
+    # fixed: the ids of the page, then its rows, flags and screens; on PostgreSQL the count comes from validate's
+    # summary, brought up to date first (as many queries for a handful of changed episodes as for thousands)
+    with django_assert_max_num_queries(24):
         viewer_client.get(run.get_absolute_url())
     with django_assert_max_num_queries(12):
         viewer_client.get("/")

@@ -95,7 +95,9 @@ def test_the_run_page_makes_a_fixed_number_of_queries(viewer_client, django_asse
     run, config = RunFactory(), JudgeConfigFactory()
     for _ in range(size):
         JudgmentFactory(episode=EpisodeFactory(run=run), config=config)
-    with django_assert_max_num_queries(15):
+    # 20: on PostgreSQL the counts come from validate's summary, brought up to date first (a few queries, as many
+    # for a handful of changed episodes as for thousands)
+    with django_assert_max_num_queries(24):
         viewer_client.get(run.get_absolute_url(), {"sort": "-verdict", "verifier": "none", "unsupported": "1"})
 
 
@@ -145,5 +147,6 @@ def test_the_new_sorts_make_a_fixed_number_of_queries(viewer_client, django_asse
     run, config = RunFactory(), JudgeConfigFactory()
     for _ in range(size):
         JudgmentFactory(episode=EpisodeFactory(run=run), config=config)
-    with django_assert_max_num_queries(15):
+    # flags read the risk tiers in turn until the page is full: at most five more on a page that holds them all
+    with django_assert_max_num_queries(24 + 4 if sort == "flags" else 24):
         viewer_client.get(run.get_absolute_url(), {"sort": sort, "verdicts": "SUCCESS"})

@@ -21,10 +21,9 @@ from review.risk import risk_reasons
 from review.roles import Role, require_role
 from review.run_table import (
     Sort,
+    TableRows,
     agreement_text,
     run_columns,
-    run_table_filtered,
-    run_table_order,
     run_table_rows,
     sort_parse,
 )
@@ -61,11 +60,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     config = _config(run, request.GET.get("config"), configs)
     sort, f, error = _sort_and_filter(request, config.pk if config else None)
     f.runs = []  # this page is the run; a saved queue names it
-    paginator = Paginator(run_table_order(run=run, f=f, sort=sort), 50)
-    paginator.count = total = run.episodes.count()  # counted without the joins the rows need
-    if not f.is_empty:
-        paginator.count = run_table_filtered(run=run, f=f).count()
-    page = paginator.get_page(request.GET.get("page"))
+    rows = TableRows(run=run, f=f, sort=sort)
+    total = rows.total
+    page = Paginator(rows, 50).get_page(request.GET.get("page"))
     context = {"run": run, "page": page, "rows": _rows_with_flags(page, f.config_id), "config": config, "f": f,
                "sort": sort, "filter_error": error, "filter_words": describe(f), "columns": run_columns(sort),
                "configs": configs, "query": _query_without(request, "page"),

@@ -1,0 +1,170 @@
+"""The run table at a million episodes (PostgreSQL): how many episodes a filter keeps and how many each sort group
+holds, read from validate's summary (taskgen/stages/validate/summary.py: episodes counted per run, judge config,
+site, kind, verdict, verifier result and final label), and a page read group by group in line order.
+
+A sort on a column of few values (verdict, verifier, final label, agreement, site, flags) is a sequence of groups,
+each read in line order (reversed with a descending sort) through the (run, task_order) index: the page at offset O
+is the groups' rows from O on, and the summary says which group O falls in, so only that group (and the next, when
+the page runs over) is read, never a sort of every episode of the run. Flags have no cells: their groups are read
+in turn until the page is full (page 1 at once; a later page counts the groups it passes). A filter the summary
+cannot answer (search, unsupported citations, labelled or not, waiting for an adjudicator, tags) falls back to one
+sort of the filtered rows.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from django.db.models import F, Q, QuerySet, Sum
+
+from review.episode_filters import EpisodeFilter
+from review.models import LabelVerdict, ValidateCell
+from review.risk import TIERS
+from taskgen.models import Judgment, Run, Site
+from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
+
+GROUPED_SORTS = {"verdict", "verifier", "final", "agreement", "site", "flags"}
+_VERIFIER = {"pass": True, "fail": False, "none": None}
+_FINAL = {"final-success": LabelVerdict.SUCCESS, "final-not-success": LabelVerdict.NOT_SUCCESS,
+          "final-unsure": LabelVerdict.UNSURE}
+_CELL_LABEL_STATES = ("", *_FINAL)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Episodes of one (site, kind, verdict of the config, verifier, final label): `verdict` None when the config did
+    not judge them, `verifier` None without a verifier result, `final` "" without a final label."""
+
+    site_id: int
+    task_kind: str
+    verdict: str | None
+    verifier: bool | None
+    final: str
+    n: int
+
+
+def cells_answer(f: EpisodeFilter) -> bool:
+    """Whether the summary's cells can count this filter."""
+    return not (f.search or f.unsupported or f.tags) and f.label_state in _CELL_LABEL_STATES
+
+
+def run_cells(*, run: Run, config_id: int | None) -> list[Cell] | None:
+    """The run's cells as of every committed write (the summary brought up to date first: cheap when little
+    changed); None where the database keeps no summary (SQLite)."""
+    if not summary_available():
+        return None
+    validate_summary_refresh()
+    dims = ("site_id", "task_kind", "verifier", "final")
+    every = defaultdict(int)
+    for row in ValidateCell.objects.filter(run_id=run.pk, config_a=0).values(*dims).annotate(total=Sum("n")):
+        every[tuple(row[d] for d in dims)] += row["total"]
+    cells = []
+    if config_id is not None:
+        judged = ValidateCell.objects.filter(run_id=run.pk, config_a=config_id, config_b=0)
+        for row in judged.values(*dims, "verdict_a").annotate(total=Sum("n")):
+            key = tuple(row[d] for d in dims)
+            every[key] -= row["total"]  # what is left is unjudged by the config
+            cells.append(_cell(key, row["verdict_a"], row["total"]))
+    return cells + [_cell(key, None, n) for key, n in every.items() if n]
+
+
+def _cell(key: tuple, verdict: str | None, n: int) -> Cell:
+    site_id, kind, verifier, final = key
+    return Cell(site_id, kind, verdict, None if verifier < 0 else bool(verifier), final, n)
+
+
+def cell_passes(cell: Cell, f: EpisodeFilter, site_ids: set[int]) -> bool:
+    """The filter (review/episode_filters.py: `condition`) read on a cell; tests/test_run_table_groups.py holds the
+    two readers to the same counts."""
+    verdict = cell.verdict or "UNJUDGED"
+    return ((not f.sites or cell.site_id in site_ids) and (not f.task_kind or cell.task_kind == f.task_kind)
+            and (not f.verdicts or verdict in f.verdicts)
+            and (not f.verifier or cell.verifier is _VERIFIER[f.verifier])
+            and (not f.label_state or cell.final == _FINAL[f.label_state])
+            and (not f.disagree or (verdict, cell.verifier) in ((Judgment.Verdict.SUCCESS, False),
+                                                                  (Judgment.Verdict.NOT_SUCCESS, True))))
+
+
+def cells_filtered(cells: list[Cell], f: EpisodeFilter) -> list[Cell]:
+    site_ids = set(Site.objects.filter(slug__in=f.sites).values_list("pk", flat=True)) if f.sites else set()
+    return [c for c in cells if cell_passes(c, f, site_ids)]
+
+
+SMALL_GROUP = 50_000  # rows a group read from its own table may hold: sorted at once, in tens of milliseconds
+
+
+@dataclass(frozen=True)
+class Group:
+    """One value of the sort: the condition on the table's joined rows, and how many rows hold it (None: unknown).
+    `own_table`: the condition is a value of a small table's column (a final label), so a small group is read from
+    that table and sorted, not found by walking the run's line order (its rows may all sit at the far end)."""
+
+    condition: Q
+    size: int | None
+    own_table: bool = False
+
+
+def _sized(values: list, key_of, cells: list[Cell], condition_of, own_table=lambda value: False) -> list[Group]:
+    sizes = defaultdict(int)
+    for cell in cells:
+        sizes[key_of(cell)] += cell.n
+    return [Group(condition_of(value), sizes.get(value, 0), own_table(value)) for value in values]
+
+
+def sort_groups(*, key: str, descending: bool, cells: list[Cell]) -> list[Group]:
+    """The sort's groups in the table's order (descending reverses the values; episodes without one come last
+    either way, as the plain sort's NULLS LAST puts them)."""
+    from review.run_table import UNKNOWN, agreement_of
+
+    def ordered(values: list) -> list:
+        return values[::-1] if descending else values
+
+    if key == "verdict":
+        values = ordered(sorted(Judgment.Verdict.values))
+        return _sized([*values, None], lambda c: c.verdict, cells,
+                      lambda v: Q(cj__isnull=True) if v is None else Q(cj__verdict=v))
+    if key == "verifier":
+        return _sized([*ordered([False, True]), None], lambda c: c.verifier, cells,
+                      lambda v: Q(verifier_result__isnull=True) if v is None else Q(verifier_result__ok=v))
+    if key == "final":
+        return _sized([*ordered(sorted(LabelVerdict.values)), ""], lambda c: c.final, cells,
+                      lambda v: Q(final_label__isnull=True) if v == "" else Q(final_label__verdict=v),
+                      own_table=lambda v: v != "")
+    if key == "agreement":
+        return _sized(ordered(list(range(UNKNOWN + 1))), lambda c: agreement_of(c.verdict, c.verifier, c.final),
+                      cells, lambda v: Q(agreement=v))
+    if key == "site":
+        present = {c.site_id for c in cells if c.n}
+        slugs = list(Site.objects.filter(pk__in=present).order_by("slug").values_list("pk", flat=True))
+        return _sized(ordered(slugs), lambda c: c.site_id, cells, lambda v: Q(site_id=v))
+    if key == "flags":
+        return [Group(Q(flags=tier), None) for tier in ordered(list(range(TIERS + 1)))]
+    raise ValueError(f"no groups for sort {key!r}")
+
+
+def page_by_groups(rows: QuerySet, groups: list[Group], offset: int, limit: int,
+                   line_order: tuple[str, str] = ("task_order", "id")) -> list[int]:
+    """Episode ids `offset` to `offset + limit` of the groups in turn, each group in line order."""
+    ids: list[int] = []
+    for group in groups:
+        if len(ids) >= limit:
+            break
+        if group.size is not None and offset >= group.size:
+            offset -= group.size
+            continue
+        in_group = rows.filter(group.condition).order_by(*_line_order(line_order, group)).values_list("pk", flat=True)
+        got = list(in_group[offset:offset + limit - len(ids)])
+        if not got and offset and group.size is None:
+            offset -= in_group.count()  # an unknown size passed over: counted once
+            continue
+        ids += got
+        offset = 0
+    return ids
+
+
+def _line_order(line_order: tuple[str, str], group: Group) -> list:
+    """Line order; for a small group of a small table's value, as expressions no index holds (`+ 0`), so PostgreSQL
+    reads the group from that table and sorts it instead of walking the run for it."""
+    if not (group.own_table and group.size is not None and group.size <= SMALL_GROUP):
+        return list(line_order)
+    return [(F(name.lstrip("-")) + 0).desc() if name.startswith("-") else (F(name) + 0).asc() for name in line_order]
