@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('taskgen', '0017_pipeline_run_stopped_seconds'),
+        ('taskgen', '0018_export_order'),
     ]
 
     operations = [
