@@ -188,3 +188,4 @@ def test_unknown_files_among_screenshots_and_rows_are_named(run_dir):
     summary = import_run_dir(run_dir=run_dir)
     assert _skips(summary) == {"run/shop-b/screenshots/step_1.jpg": "not named step_N.png",
                                "run/shop-b/rows/notes.txt": "not named step_N.png"}
+

@@ -260,22 +260,41 @@ def _skipped_note(ep: EpisodeFolder) -> dict:
 
 def episode_save(*, run: Run, task: Task, line: TaskLine, prepared: PreparedEpisode, existing_id: int | None,
                  blob_ids: dict[str, int]) -> None:
-    """Write a prepared episode and its screenshots in one transaction; an existing episode is replaced in place.
+    """Write a prepared episode and its screenshots in one transaction; an existing episode is replaced in place."""
+    episodes_save(run=run, items=[(task, line, prepared, existing_id)], blob_ids=blob_ids)
+
+
+def episodes_save(*, run: Run, items: list[tuple[Task, TaskLine, PreparedEpisode, int | None]],
+                  blob_ids: dict[str, int]) -> None:
+    """Write prepared episodes (task, line, prepared, existing episode id or None) and their screenshots in one
+    transaction: new episodes, their blob rows and screenshots in one statement each (an import writes them a batch
+    at a time: a transaction per episode was six round trips and a commit each, most of an import's time); an
+    existing episode is replaced in place. A DatabaseError rolls back all of them.
 
     `blob_ids` (sha -> Blob id) is this import's memory of blobs already in the database; it grows after commits.
     """
     with transaction.atomic():
         _commit_without_waiting_for_disk()
-        new_ids = blob_rows_ensure(images=[image for *_, image in prepared.images if image.sha256 not in blob_ids])
-        values = dict(prepared.values, site_id=task.site_id, task_kind=task.task_kind, task_order=line.order,
-                      screens=sum(kind != Screenshot.Kind.ROW for kind, *_ in prepared.images))
-        episode_id = _episode_write(run=run, task=task, values=values, existing_id=existing_id)
-        Screenshot.objects.bulk_create([
-            Screenshot(episode_id=episode_id, kind=kind, step=step, name=name,
-                       blob_id=new_ids.get(image.sha256) or blob_ids[image.sha256])
-            for kind, step, name, image in prepared.images
-        ])
+        wanted = {image.sha256: image for *_, prepared, _ in items for *_, image in prepared.images
+                  if image.sha256 not in blob_ids}
+        new_ids = blob_rows_ensure(images=wanted.values())
+        created = iter(Episode.objects.bulk_create([
+            Episode(run=run, task=task, **_values(task, line, prepared))
+            for task, line, prepared, existing_id in items if existing_id is None]))
+        screenshots = []
+        for task, line, prepared, existing_id in items:
+            episode_id = next(created).pk if existing_id is None else _episode_write(
+                run=run, task=task, values=_values(task, line, prepared), existing_id=existing_id)
+            screenshots += [Screenshot(episode_id=episode_id, kind=kind, step=step, name=name,
+                                       blob_id=new_ids.get(image.sha256) or blob_ids[image.sha256])
+                            for kind, step, name, image in prepared.images]
+        Screenshot.objects.bulk_create(screenshots)
     blob_ids.update(new_ids)  # only after the commit: a rolled-back blob row must not be remembered
+
+
+def _values(task: Task, line: TaskLine, prepared: PreparedEpisode) -> dict:
+    return dict(prepared.values, site_id=task.site_id, task_kind=task.task_kind, task_order=line.order,
+                screens=sum(kind != Screenshot.Kind.ROW for kind, *_ in prepared.images))
 
 
 def _commit_without_waiting_for_disk() -> None:

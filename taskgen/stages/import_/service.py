@@ -18,13 +18,14 @@ from django.db import DatabaseError
 
 from taskgen.models import Episode, Run
 from taskgen.names import is_plain_name
-from taskgen.stages.import_.episode import PreparedEpisode, episode_prepare, episode_save
+from taskgen.stages.import_.episode import PreparedEpisode, episode_prepare, episode_save, episodes_save
 from taskgen.stages.import_.files import ImportFailed, Skip
 from taskgen.stages.import_.results import judgments_import, verifier_results_import
 from taskgen.stages.import_.tasks_file import TaskSet, tasks_file_locate, tasks_read, tasks_save
 
 __all__ = ["ImportFailed", "ImportSummary", "Skip", "import_run_dir"]
 
+SAVE_BATCH = 50  # episodes written per transaction
 PARALLEL_FROM = 64  # fewer episodes than this are prepared in this process: starting workers would cost more
 
 
@@ -138,19 +139,44 @@ def _save(*, prepared: PreparedEpisode, task_set: TaskSet, summary: ImportSummar
                                    f"the database refused the episode ({type(exc).__name__}: {str(exc)[:200]})"))
 
 
+def _save_batch(*, batch: list[tuple[PreparedEpisode, int | None]], task_set: TaskSet, summary: ImportSummary,
+                blob_ids: dict[str, int]) -> None:
+    """The batch's episodes in one transaction; when the database refuses any, each again in its own, so the one it
+    refuses is skipped alone."""
+    if not batch:
+        return
+    items = [(task_set.tasks[p.task_id], task_set.lines[p.task_id], p, episode_id) for p, episode_id in batch]
+    try:
+        episodes_save(run=summary.run, items=items, blob_ids=blob_ids)
+    except DatabaseError:
+        for prepared, episode_id in batch:
+            _save(prepared=prepared, task_set=task_set, summary=summary, episode_id=episode_id, blob_ids=blob_ids)
+
+
 def _import_episodes(*, folders: list[Path], root: Path, base: Path, task_set: TaskSet, summary: ImportSummary,
                      progress: Callable[[int, int], None] | None) -> None:
     existing = {t: (i, h) for t, i, h in Episode.objects.filter(run=summary.run)
                 .values_list("task__task_id", "id", "content_hash")}
     jobs = [(f, root, _shown(f, base), task_set.lines[f.name], existing.get(f.name, (None, ""))[1]) for f in folders]
     blob_ids: dict[str, int] = {}
-    for number, prepared in enumerate(_prepared(jobs), start=1):
-        episode_id = existing.get(prepared.task_id, (None, ""))[0]
-        if prepared.values is not None:
-            _save(prepared=prepared, task_set=task_set, summary=summary, episode_id=episode_id, blob_ids=blob_ids)
-        _count(summary, prepared, existed=episode_id is not None)
-        if progress is not None:
-            progress(number, len(jobs))
+    done, pending = 0, []  # prepared episodes waiting for their batch to be written
+
+    def flush() -> None:
+        nonlocal done
+        _save_batch(batch=[(p, i) for p, i in pending if p.values is not None], task_set=task_set, summary=summary,
+                    blob_ids=blob_ids)
+        for prepared, episode_id in pending:
+            done += 1
+            _count(summary, prepared, existed=episode_id is not None)
+            if progress is not None:
+                progress(done, len(jobs))
+        pending.clear()
+
+    for prepared in _prepared(jobs):
+        pending.append((prepared, existing.get(prepared.task_id, (None, ""))[0]))
+        if len(pending) >= SAVE_BATCH:
+            flush()
+    flush()
 
 
 def import_run_dir(*, run_dir: Path, tasks_file: Path | None = None, name: str | None = None,
