@@ -79,9 +79,9 @@ def _setup_django(embedded: bool) -> None:
 
 def _population(episodes: int) -> tuple[list[list[bool]], list[bool], dict]:
     """The export's episodes as strata of verifier truths (the design's) and as one list (simple random sampling)."""
-    from review.risk import RISK_NAMES, risk_sets
     from taskgen.models import Episode, Judgment, Run, VerifierResult
     from taskgen.stages.export.select import export_select
+    from taskgen.triage.risk import RISK_NAMES, risk_sets
     run = Run.objects.get(name=f"certify-{episodes}")
     config = Judgment.objects.filter(episode__run=run).first().config
     picked = [c.episode_id for c in export_select(run=run, judge_config=config, include_verifier_failed=True).picked]
@@ -152,8 +152,7 @@ def _fill(n: int) -> tuple[object, object]:
     from django.core.management import call_command
     from django.db import connection
 
-    from review.models import FinalLabel
-    from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, Task
+    from taskgen.models import Episode, FinalLabel, JudgeConfig, Judgment, Run, Site, Task
     call_command("migrate", verbosity=0)
     run = Run.objects.filter(name=f"certify-timing-{n}").first()
     config, _ = JudgeConfig.objects.get_or_create(provider="rules", model="rules-v2", prompt_version="judge-v1",

@@ -36,9 +36,8 @@ from django.urls import reverse  # noqa: E402
 
 import taskgen.engine.tasks as engine_tasks  # noqa: E402
 from bench.cpu import scratch_database_ensure  # noqa: E402
-from review.models import FinalLabel, FinalLabelChange, Label, LabelChange  # noqa: E402
 from taskgen.engine.wait import run_wait  # noqa: E402
-from taskgen.models import Episode, PipelineRun, Run, Site, Task  # noqa: E402
+from taskgen.models import Episode, FinalLabel, FinalLabelChange, Label, LabelChange, PipelineRun, Run, Site, Task  # noqa: E402  # noqa: E402
 from tests.factories import UserFactory  # noqa: E402
 
 RUN = "bench-labels"

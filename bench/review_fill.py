@@ -54,9 +54,19 @@ def fill(n_episodes: int) -> None:
     """The run, made once in one transaction, then VACUUM ANALYZE (what autovacuum does soon after a bulk load)."""
     from django.db import transaction
 
-    from review.models import FinalLabel, Label
     from taskgen.blobs import blob_store_image
-    from taskgen.models import Episode, JudgeConfig, Judgment, Run, Screenshot, Site, Task, VerifierResult
+    from taskgen.models import (
+        Episode,
+        FinalLabel,
+        JudgeConfig,
+        Judgment,
+        Label,
+        Run,
+        Screenshot,
+        Site,
+        Task,
+        VerifierResult,
+    )
 
     rng, started, step = random.Random(7), time.perf_counter(), time.perf_counter()
 

@@ -125,7 +125,8 @@ def _reviewers(count: int) -> list[str]:
 
 def _forget_last_run(queue) -> None:
     """Labels the bench made last time go, so every run starts on the same queue (a scratch database only)."""
-    from review.models import FinalLabel, FinalLabelChange, Label, LabelChange, Reservation
+    from review.models import Reservation
+    from taskgen.models import FinalLabel, FinalLabelChange, Label, LabelChange
 
     scope = {"episode__run__name": RUN_NAME}
     LabelChange.objects.filter(label__episode__run__name=RUN_NAME).delete()

@@ -37,8 +37,7 @@ from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
 from bench.cpu import backend_pid, cpu_seconds  # noqa: E402
-from review.models import FinalLabel, Label  # noqa: E402
-from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, Task, VerifierResult  # noqa: E402
+from taskgen.models import Episode, FinalLabel, JudgeConfig, Judgment, Label, Run, Site, Task, VerifierResult  # noqa: E402  # noqa: E402
 
 BATCH = 5000
 SITES = 100

@@ -5,6 +5,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import User
 
 from review import models
+from taskgen.models import FinalLabel, FinalLabelChange, Label, LabelChange
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -22,7 +23,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 class LabelChangeInline(admin.TabularInline):
-    model = models.LabelChange
+    model = LabelChange
     fields = ["changed_at", "changed_by", "before", "after"]
     readonly_fields = fields
     extra = 0
@@ -35,7 +36,7 @@ class LabelChangeInline(admin.TabularInline):
         return False
 
 
-@admin.register(models.Label)
+@admin.register(Label)
 class LabelAdmin(ReadOnlyAdmin):
     list_display = ["episode", "reviewer", "verdict", "updated_at"]
     list_filter = ["verdict"]
@@ -43,18 +44,18 @@ class LabelAdmin(ReadOnlyAdmin):
     inlines = [LabelChangeInline]
 
 
-@admin.register(models.LabelChange)
+@admin.register(LabelChange)
 class LabelChangeAdmin(ReadOnlyAdmin):
     list_display = ["label", "changed_by", "changed_at"]
 
 
-@admin.register(models.FinalLabel)
+@admin.register(FinalLabel)
 class FinalLabelAdmin(ReadOnlyAdmin):
     list_display = ["episode", "verdict", "adjudicated", "decided_by"]
     raw_id_fields = ["episode"]
 
 
-@admin.register(models.FinalLabelChange)
+@admin.register(FinalLabelChange)
 class FinalLabelChangeAdmin(ReadOnlyAdmin):
     list_display = ["episode", "changed_by", "changed_at"]
 

@@ -3,9 +3,9 @@ order (taskgen/stages/certify/), one reviewer at a time, and its page shows the 
 from __future__ import annotations
 
 from review.models import Queue
-from review.risk import risk_names_check
 from taskgen.models import JudgeConfig, Run
 from taskgen.stages.certify.service import CertifyParams, certificate_compute
+from taskgen.triage.risk import risk_names_check
 
 NEXT_SERVED = 50  # the design's next episodes a Certify queue offers at once (reviewers take them in turn)
 

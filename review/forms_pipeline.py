@@ -4,7 +4,6 @@ from __future__ import annotations
 from django import forms
 from django.conf import settings
 
-from review.risk import RISK_NAMES, RISK_WORDS
 from taskgen.harness.agents import (
     RULES,
     AgentError,
@@ -24,6 +23,7 @@ from taskgen.stages.export.select import (
 )
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.prompt import judge_prompt
+from taskgen.triage.risk import RISK_NAMES, RISK_WORDS
 
 PATH_HELP = "A path under the data root ({root}); relative paths start there."
 

@@ -15,10 +15,10 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from review.certify_queue import certify_next_ids
-from review.episode_filters import EpisodeFilter, Facts, condition, judge_disagrees_with_verifier, stored_filter
-from review.models import Label, Queue, QueueMember, Reservation
-from review.risk import risk_tiers
-from taskgen.models import Episode, Judgment
+from review.models import Queue, QueueMember, Reservation
+from taskgen.models import Episode, Judgment, Label
+from taskgen.triage.filters import EpisodeFilter, Facts, condition, judge_disagrees_with_verifier, stored_filter
+from taskgen.triage.risk import risk_tiers
 
 SAMPLE_STRATA = (Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS, Judgment.Verdict.NONE)
 
@@ -47,7 +47,7 @@ def _kind_condition(queue: Queue) -> Q:
 
 
 def queue_filter(queue: Queue) -> EpisodeFilter:
-    """The queue's saved filter (review/episode_filters.py), reading its judge config's verdicts."""
+    """The queue's saved filter (taskgen/triage/filters.py), reading its judge config's verdicts."""
     return stored_filter(queue.filters, config_id=queue.judge_config_id)
 
 
@@ -63,7 +63,7 @@ def queue_scope(queue: Queue) -> QuerySet[Episode]:
 
 def queue_in_order(queue: Queue, episodes: QuerySet[Episode]) -> list[QuerySet[Episode]]:
     """The queue's episodes as parts to read in turn: the false-positive audit's risk tiers, riskiest first
-    (review/risk.py), each in run and task-file order; one part for every other queue."""
+    (taskgen/triage/risk.py), each in run and task-file order; one part for every other queue."""
     if queue.kind == Queue.Kind.FALSE_POSITIVE:
         return risk_tiers(episodes, queue.judge_config_id)
     if queue.kind == Queue.Kind.CERTIFY:

@@ -1,5 +1,5 @@
 """A run's episodes as a table to triage: the chosen judge config's verdict, the verifier, the final label and whether
-the judge agrees with them, filtered (review/episode_filters.py), sorted on any column and searched, all from the URL.
+the judge agrees with them, filtered (taskgen/triage/filters.py), sorted on any column and searched, all from the URL.
 
 The page's rows come from one query that joins the chosen config's judgment, the verifier result and the final label
 (LEFT JOINs, so sorting on them, the risk flags included, is one sort of the run's rows), and one more for the rows'
@@ -14,11 +14,10 @@ from operator import or_
 from django.db.models import Case, F, FilteredRelation, IntegerField, Q, QuerySet, Value, When
 from django.db.models.functions import Left
 
-from review.episode_filters import EpisodeFilter, FilterError, condition
-from review.models import LabelVerdict
-from review.risk import risk_rank
 from review.run_table_groups import GROUPED_SORTS, cells_answer, cells_filtered, page_by_groups, run_cells, sort_groups
-from taskgen.models import INSTRUCTION_SORT_CHARS, Episode, Judgment, Run
+from taskgen.models import INSTRUCTION_SORT_CHARS, Episode, Judgment, LabelVerdict, Run
+from taskgen.triage.filters import EpisodeFilter, FilterError, condition
+from taskgen.triage.risk import risk_rank
 
 S, NS = Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS
 
@@ -81,7 +80,7 @@ SORTS = {
     "verifier": ("Verifier", F("verifier_result__ok")),
     "final": ("Final label", F("final_label__verdict")),
     "agreement": ("Agreement", F("agreement")),
-    # riskiest first (review/risk.py), as the false-positive audit takes them; read from the joined judgment
+    # riskiest first (taskgen/triage/risk.py), as the false-positive audit takes them; read from the joined judgment
     "flags": ("Flags", lambda config_id: risk_rank(config_id, joined=config_id is not None)),
 }
 JOINED_SORTS = {"verdict", "agreement", "flags"}  # read the chosen config's judgment, joined as `cj`

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 
 from django.db.models import F, Q, QuerySet, Sum
 
-from review.episode_filters import EpisodeFilter
-from review.models import LabelVerdict, ValidateCell
-from review.risk import TIERS
-from taskgen.models import Judgment, Run, Site
+from taskgen.models import Judgment, LabelVerdict, Run, Site, ValidateCell
 from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
+from taskgen.triage.filters import EpisodeFilter
+from taskgen.triage.risk import TIERS
 
 GROUPED_SORTS = {"verdict", "verifier", "final", "agreement", "site", "flags"}
 _VERIFIER = {"pass": True, "fail": False, "none": None}
@@ -74,7 +73,7 @@ def _cell(key: tuple, verdict: str | None, n: int) -> Cell:
 
 
 def cell_passes(cell: Cell, f: EpisodeFilter, site_ids: set[int]) -> bool:
-    """The filter (review/episode_filters.py: `condition`) read on a cell; tests/test_run_table_groups.py holds the
+    """The filter (taskgen/triage/filters.py: `condition`) read on a cell; tests/test_run_table_groups.py holds the
     two readers to the same counts."""
     verdict = cell.verdict or "UNJUDGED"
     return ((not f.sites or cell.site_id in site_ids) and (not f.task_kind or cell.task_kind == f.task_kind)

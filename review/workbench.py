@@ -10,11 +10,10 @@ from dataclasses import dataclass, field
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 
-from review.models import Label, LabelChange
 from review.page_text import text_clip
 from review.selectors import episode_screens
 from taskgen.citations import EvidenceIndex, citations_in, evidence_text
-from taskgen.models import Episode, Judgment
+from taskgen.models import Episode, Judgment, Label, LabelChange
 from taskgen.request_noise import is_request_noise
 
 HIDDEN_BODY_KEYS = {"csrf_token", "csrfmiddlewaretoken"}

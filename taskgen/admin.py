@@ -4,9 +4,9 @@ from django.contrib import admin, messages
 from django.utils import timezone
 
 from review.pipeline_summary import sentence, started_words
-from review.roles import Role, has_role
 from taskgen import models
 from taskgen.engine.registry import stage_start
+from taskgen.roles import Role, has_role
 from taskgen.stages.contract import NothingToDo
 from taskgen.stages.judge.prompt import judge_prompt
 

@@ -84,7 +84,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "review.roles.role_context",
+                "taskgen.roles.role_context",
                 "taskgen.context.app_context",
             ],
         },

@@ -8,8 +8,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from review.models import CertifyDesign
-from taskgen.models import Episode
+from taskgen.models import CertifyDesign, Episode
 from taskgen.stages.certify.design import in_design_order
 from taskgen.stages.certify.service import CertifyError, CertifyParams, certificate_compute
 from taskgen.stages.export.select import export_select
@@ -139,7 +138,7 @@ def test_a_certificate_can_leave_out_the_labels_of_reviewers_below_an_accuracy(m
     theirs = certificate_compute(params=params, next_count=6)["next"]
     label_as_truth(_ids(theirs), truth, reviewer=careless)
     assert certificate_compute(params=params)["labels"] >= 3
-    monkeypatch.setattr("review.reviewer_quality.reviewers_below", lambda **kwargs: {careless.pk})
+    monkeypatch.setattr("taskgen.labels.quality.reviewers_below", lambda **kwargs: {careless.pk})
     trusted = certificate_compute(params=CertifyParams(run=run, judge_config=config, min_reviewer_accuracy=0.8))
     assert trusted["labels"] == 0 and trusted["min_reviewer_accuracy"] == 0.8
     assert theirs[0] in trusted["next"]  # what only they labelled is served again

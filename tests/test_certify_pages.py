@@ -7,8 +7,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from review.models import Label, Queue
-from taskgen.models import Episode, Export
+from review.models import Queue
+from taskgen.models import Episode, Export, Label
 from tests.certify_helpers import judged_run
 from tests.factories import UserFactory
 

@@ -5,10 +5,11 @@ import pytest
 from django.http import QueryDict
 from django.urls import reverse
 
-from review.episode_filters import FilterError, condition, describe, episode_filter_parse
 from review.models import Queue
-from review.services import ReviewError, label_set, queue_create_from_filters
+from review.services import label_set, queue_create_from_filters
+from taskgen.labels.fields import ReviewError
 from taskgen.models import Episode, VerifierResult
+from taskgen.triage.filters import FilterError, condition, describe, episode_filter_parse
 from tests.factories import (
     EpisodeFactory,
     JudgeConfigFactory,

@@ -9,7 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from review.services import final_label_adjudicate, label_set
+from review.services import label_set
+from taskgen.labels.write import final_label_adjudicate
 from taskgen.models import Export, JudgeConfig, VerifierResult
 from taskgen.stages.export.select import ExportError, export_select
 from tests.factories import UserFactory

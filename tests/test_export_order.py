@@ -7,8 +7,7 @@ import random
 
 import pytest
 
-from review.models import FinalLabel
-from taskgen.models import Episode, ExportOrder, Judgment, VerifierResult
+from taskgen.models import Episode, ExportOrder, FinalLabel, Judgment, VerifierResult
 from taskgen.stages.export import order as export_order_module
 from taskgen.stages.export.order import SelectContext, episodes_in_order, export_order
 from taskgen.stages.export.select import export_select

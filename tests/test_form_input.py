@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from review.label_fields import NOTE_MAX, QUEUE_NAME_MAX, REASON_MAX
-from review.models import FinalLabel, Label, Queue
+from review.models import Queue
 from review.services import label_set
-from taskgen.models import Task
+from taskgen.labels.fields import NOTE_MAX, QUEUE_NAME_MAX, REASON_MAX
+from taskgen.models import FinalLabel, Label, Task
 from tests.factories import EpisodeFactory, TaskFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

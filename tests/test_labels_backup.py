@@ -11,10 +11,10 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from review.labels_backup import labels_export_lines
-from review.models import FinalLabel, FinalLabelChange, Label, LabelChange
-from review.services import final_label_adjudicate, label_set
-from taskgen.models import Episode, PipelineRun, Run, Task
+from review.services import label_set
+from taskgen.labels.backup import labels_export_lines
+from taskgen.labels.write import final_label_adjudicate
+from taskgen.models import Episode, FinalLabel, FinalLabelChange, Label, LabelChange, PipelineRun, Run, Task
 from taskgen.stages.import_.service import import_run_dir
 from tests.factories import UserFactory
 from tests.labels_restore import RESTORED, restore, work_here

@@ -18,7 +18,7 @@ import pytest
 import requests
 from django.db import connection
 
-from review.models import FinalLabel, FinalLabelChange, Label, LabelChange
+from taskgen.models import FinalLabel, FinalLabelChange, Label, LabelChange
 from tests.factories import EpisodeFactory, UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

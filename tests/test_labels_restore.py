@@ -13,13 +13,23 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from review.labels_backup import labels_export_lines
-from review.models import FinalLabel, FinalLabelChange, Label, LabelChange
-from review.services import ReviewError, final_label_adjudicate, label_set
+from review.services import label_set
 from taskgen.engine.control import run_cancel, run_resume
 from taskgen.engine.registry import labels_restore_begin
 from taskgen.engine.worker import work
-from taskgen.models import Episode, LabelRestoreLine, PipelineRun, WorkUnit
+from taskgen.labels.backup import labels_export_lines
+from taskgen.labels.fields import ReviewError
+from taskgen.labels.write import final_label_adjudicate
+from taskgen.models import (
+    Episode,
+    FinalLabel,
+    FinalLabelChange,
+    Label,
+    LabelChange,
+    LabelRestoreLine,
+    PipelineRun,
+    WorkUnit,
+)
 from taskgen.stages.labels.write import bucket_write
 from tests.factories import EpisodeFactory, RunFactory, UserFactory
 from tests.labels_restore import backup_bytes, restore, work_here

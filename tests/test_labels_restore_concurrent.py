@@ -9,12 +9,20 @@ import threading
 import pytest
 from django.db import connection
 
-from review.final_label_rule import final_verdict_of_labels
-from review.labels_backup import labels_export_lines
-from review.models import FinalLabel, FinalLabelChange, Label, LabelChange
 from review.services import label_set
 from taskgen.engine.worker import work
-from taskgen.models import Episode, LabelRestoreLine, PipelineRun, WorkUnit
+from taskgen.labels.backup import labels_export_lines
+from taskgen.labels.rule import final_verdict_of_labels
+from taskgen.models import (
+    Episode,
+    FinalLabel,
+    FinalLabelChange,
+    Label,
+    LabelChange,
+    LabelRestoreLine,
+    PipelineRun,
+    WorkUnit,
+)
 from tests.factories import EpisodeFactory, RunFactory, UserFactory
 from tests.labels_restore import backup_bytes
 

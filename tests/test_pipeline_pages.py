@@ -324,7 +324,7 @@ def test_admin_imports_a_run_dir_from_the_data_root_and_watches_it_finish(admin_
 def test_the_django_admin_action_starts_an_export_of_human_rows(client, hand_run, settings):
     from django.contrib.auth import get_user_model
 
-    from review.models import FinalLabel
+    from taskgen.models import FinalLabel
 
     FinalLabel.objects.create(episode=hand_run.episodes.get(task__task_id="tg-beta-1"), verdict="SUCCESS")
     superuser = get_user_model().objects.create_superuser("root", "", "pw-for-tests")

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from review.models import FinalLabel, Label, LabelChange
-from review.services import ReviewError, final_label_adjudicate, label_set
+from review.services import label_set
+from taskgen.labels.fields import ReviewError
+from taskgen.labels.write import final_label_adjudicate
+from taskgen.models import FinalLabel, Label, LabelChange
 from tests.factories import EpisodeFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -91,16 +93,16 @@ def test_labels_and_final_labels_are_read_only_in_the_django_admin():
     episode, alice = EpisodeFactory(), UserFactory(role="reviewer")
     label = label_set(episode=episode, reviewer=alice, verdict="SUCCESS")
     client = _superuser_client()
-    assert client.get("/admin/review/label/").status_code == 200
-    assert client.get(f"/admin/review/label/{label.pk}/change/").status_code == 200  # shown, with its history
-    edit = client.post(f"/admin/review/label/{label.pk}/change/", {"episode": episode.pk, "reviewer": alice.pk,
+    assert client.get("/admin/taskgen/label/").status_code == 200
+    assert client.get(f"/admin/taskgen/label/{label.pk}/change/").status_code == 200  # shown, with its history
+    edit = client.post(f"/admin/taskgen/label/{label.pk}/change/", {"episode": episode.pk, "reviewer": alice.pk,
                                                                    "verdict": "NOT SUCCESS", "part_overrides": "[]",
                                                                    "tags": "[]"})
     assert edit.status_code == 403
     final = FinalLabel.objects.get(episode=episode)
-    for url in ["/admin/review/label/add/", f"/admin/review/label/{label.pk}/delete/",
-                f"/admin/review/finallabel/{final.pk}/delete/", "/admin/review/finallabel/add/",
-                "/admin/review/labelchange/add/"]:
+    for url in ["/admin/taskgen/label/add/", f"/admin/taskgen/label/{label.pk}/delete/",
+                f"/admin/taskgen/finallabel/{final.pk}/delete/", "/admin/taskgen/finallabel/add/",
+                "/admin/taskgen/labelchange/add/"]:
         assert client.post(url, {"post": "yes"}).status_code == 403, url
     label.refresh_from_db()
     assert label.verdict == "SUCCESS" and LabelChange.objects.count() == 1
@@ -116,7 +118,7 @@ def test_deleting_a_labelled_run_in_the_admin_is_refused_and_keeps_the_labels():
 
 
 def test_the_final_label_keeps_its_history_of_rule_changes_and_adjudications():
-    from review.models import FinalLabelChange
+    from taskgen.models import FinalLabelChange
 
     episode = EpisodeFactory()
     alice, bob, judge = UserFactory(role="reviewer"), UserFactory(role="reviewer"), UserFactory(role="adjudicator")

@@ -7,11 +7,11 @@ import pytest
 from django.urls import reverse
 from PIL import Image
 
-from review.final_label_rule import UNSURE_RULE
-from review.models import FinalLabel, Label, Queue
+from review.models import Queue
 from review.services import label_set, queue_create_from_filters
 from taskgen.blobs import blob_store_image
-from taskgen.models import Screenshot
+from taskgen.labels.rule import UNSURE_RULE
+from taskgen.models import FinalLabel, Label, Screenshot
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -5,8 +5,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from review.models import Label, Queue
+from review.models import Queue
 from review.services import queue_create_from_filters
+from taskgen.models import Label
 from tests.factories import EpisodeFactory, JudgmentFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

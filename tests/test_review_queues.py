@@ -11,7 +11,6 @@ from django.utils import timezone
 from review import queues
 from review.models import Queue, Reservation
 from review.services import (
-    ReviewError,
     _reserve,
     label_set,
     queue_create_from_episodes,
@@ -20,6 +19,7 @@ from review.services import (
     queue_take_next,
     queues_builtin_ensure,
 )
+from taskgen.labels.fields import ReviewError
 from taskgen.models import Run, VerifierResult
 from tests.factories import EpisodeFactory, JudgmentFactory, UserFactory
 

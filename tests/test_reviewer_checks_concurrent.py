@@ -8,9 +8,9 @@ import threading
 import pytest
 from django.db import connection
 
-from review.models import Queue, Reservation, ReviewerCheck
+from review.models import Queue, Reservation
 from review.services import queue_take_next
-from taskgen.models import VerifierResult
+from taskgen.models import ReviewerCheck, VerifierResult
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

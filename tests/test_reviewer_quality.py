@@ -9,17 +9,11 @@ import pytest
 from django.urls import reverse
 from scipy.stats import beta
 
-from review.models import Label, Queue, ReviewerCheck
-from review.reviewer_quality import (
-    QualityError,
-    check_due,
-    final_verdicts_trusted,
-    reviewer_accuracy,
-    reviewers_below,
-    share_check,
-)
+from review.models import Queue
+from review.reviewer_quality import check_due
 from review.services import label_set, queue_create_from_filters, queue_take_next, queues_builtin_ensure
-from taskgen.models import Judgment, VerifierResult
+from taskgen.labels.quality import QualityError, final_verdicts_trusted, reviewer_accuracy, reviewers_below, share_check
+from taskgen.models import Judgment, Label, ReviewerCheck, VerifierResult
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -64,7 +58,7 @@ def test_a_queue_with_checks_serves_known_truth_episodes_and_records_them(run_wi
     queue = _queue(run, 1.0)
     served = queue_take_next(queue=queue, reviewer=ann)
     check = ReviewerCheck.objects.get(reviewer=ann)
-    assert served.pk == check.episode_id and check.queue == queue
+    assert served.pk == check.episode_id and check.queue_id == queue.pk
     assert check.truth == VerifierResult.objects.get(episode_id=served.pk).ok
     assert reviewer_accuracy()[0].unanswered == 1
     assert queue_take_next(queue=queue, reviewer=ann).pk == served.pk  # held: a reload serves the same check

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from review.models import FinalLabel
-from taskgen.models import Export, JudgeConfig, Judgment
+from taskgen.models import Export, FinalLabel, JudgeConfig, Judgment
 from taskgen.stages.export.output import export_stream_targz
 from taskgen.stages.export.select import ExportError, export_budget_check, export_select, report_sites
 from taskgen.stages.export.service import export_create

@@ -127,7 +127,7 @@ def test_every_column_shown_sorts_by_what_it_shows(viewer_client, run):
     assert by["instruction"] == ["sb-mail-003", "sb-mail-009", "sb-shop-001", "sb-shop-017", "sb-shop-030"]
     assert by["screens"] == ["sb-shop-017", "sb-mail-009", "sb-shop-001", "sb-shop-030", "sb-mail-003"]
     # riskiest first: the verdict's own parts, unsupported citations, an action task that changed no data, a judge
-    # another says otherwise of, then the rest (review/risk.py)
+    # another says otherwise of, then the rest (taskgen/triage/risk.py)
     assert by["flags"] == ["sb-shop-017", "sb-mail-003", "sb-mail-009", "sb-shop-001", "sb-shop-030"]
     descending = viewer_client.get(run.get_absolute_url(), {"sort": "-screens"}).content.decode()
     assert _rows(descending)[0] == "sb-mail-003" and "sorted by screens (descending)" in descending

@@ -9,11 +9,10 @@ import random
 import pytest
 from django.db import connection
 
-from review.episode_filters import EpisodeFilter, episode_filter_parse
-from review.models import FinalLabel
 from review.run_table import SORTS, Sort, TableRows, run_table_filtered, run_table_order
 from review.run_table_groups import SMALL_GROUP
-from taskgen.models import VerifierResult
+from taskgen.models import FinalLabel, VerifierResult
+from taskgen.triage.filters import EpisodeFilter, episode_filter_parse
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, SiteFactory, TaskFactory
 
 pytestmark = [pytest.mark.django_db,

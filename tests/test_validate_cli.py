@@ -59,7 +59,7 @@ def test_it_explains_an_unknown_run_or_config(judged_run):
 
 
 def test_json_against_humans_has_the_reviewer_pairs_and_the_pooled_figure(judged_run):
-    from review.models import Label
+    from taskgen.models import Label
     from tests.factories import UserFactory
 
     run, gemini = judged_run

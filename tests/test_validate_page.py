@@ -12,10 +12,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from review.links import random_sample_episodes
-from review.models import Label, Queue
+from review.models import Queue
 from review.queues import sample_episode_ids
 from review.services import queue_create_sample
-from taskgen.models import Site
+from taskgen.models import Label, Site
 from taskgen.stages.validate.service import validate_compute
 from taskgen.stats import REFERENCE_KEYS
 from tests.factories import JudgeConfigFactory, JudgmentFactory, RunFactory, SiteFactory, TaskFactory, UserFactory

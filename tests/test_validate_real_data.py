@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from review.models import FinalLabel
-from taskgen.models import Episode, Judgment, Site, Task
+from taskgen.models import Episode, FinalLabel, Judgment, Site, Task
 from taskgen.stages.validate.service import validate_compute
 from tests.factories import JudgeConfigFactory, RunFactory
 from tests.validate_data import reference_validate

@@ -9,9 +9,9 @@ from decimal import Decimal
 
 import pytest
 
-from review.models import FinalLabel, Label
-from review.services import final_label_adjudicate, label_set
-from taskgen.models import Episode, Judgment, VerifierResult
+from review.services import label_set
+from taskgen.labels.write import final_label_adjudicate
+from taskgen.models import Episode, FinalLabel, Judgment, Label, VerifierResult
 from taskgen.stages.validate.humans import judge_reviewer_agreement
 from taskgen.stages.validate.service import judges_agreement, validate_compare, validate_compute
 from taskgen.stats import Confusion, cohen_kappa, confusion_summary
@@ -222,7 +222,7 @@ def test_the_summary_counts_what_the_live_query_counts_for_every_pair_of_configs
 def test_the_periodic_refresh_re_sums_every_marked_episode_a_chunk_at_a_time(world, monkeypatch):
     """Beat's refresh consumes every mark written before it, in several short transactions, and leaves cells equal
     to the live scan's; where no summary is kept it does nothing."""
-    from review.models import ValidateDirtyEpisode
+    from taskgen.models import ValidateDirtyEpisode
     from taskgen.stages.validate import service, summary
     from taskgen.stages.validate.tasks import validate_summary_refresh_task
 

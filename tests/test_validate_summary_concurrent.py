@@ -10,9 +10,8 @@ from decimal import Decimal
 import pytest
 from django.db import connection, transaction
 
-from review.models import ValidateDirtyEpisode
 from review.services import label_set
-from taskgen.models import Judgment, VerifierResult
+from taskgen.models import Judgment, ValidateDirtyEpisode, VerifierResult
 from taskgen.stages.validate import service, summary
 from tests.factories import EpisodeFactory, JudgeConfigFactory, RunFactory, SiteFactory, TaskFactory, UserFactory
 

@@ -7,9 +7,9 @@ import pytest
 from django.urls import reverse
 
 from review.models import Queue
-from review.risk import risk_reasons
 from review.services import queues_builtin_ensure
 from taskgen.models import VerifierResult
+from taskgen.triage.risk import risk_reasons
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, SiteFactory, TaskFactory
 
 pytestmark = pytest.mark.django_db

@@ -1,8 +1,7 @@
 """Hand-made episodes with known (truth, verdict) pairs for the validate tests."""
 from __future__ import annotations
 
-from review.models import FinalLabel, Label
-from taskgen.models import VerifierResult
+from taskgen.models import FinalLabel, Label, VerifierResult
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, TaskFactory
 
 CELL_PAIRS = {"tp": (True, "SUCCESS"), "fp": (False, "SUCCESS"), "fn": (True, "NOT SUCCESS"),

@@ -148,7 +148,7 @@ def labels_check(posts: list[dict]) -> list[str]:
     posted; the label now holds the last post answered 2xx, or a later one whose answer never came."""
     from django.contrib.auth import get_user_model
 
-    from review.models import Label, LabelChange
+    from taskgen.models import Label, LabelChange
 
     users = dict(get_user_model().objects.filter(username__in={p["reviewer"] for p in posts})
                  .values_list("username", "pk"))

@@ -9,16 +9,6 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from review import selectors
-from review.episode_filters import (
-    EpisodeFilter,
-    FilterError,
-    describe,
-    episode_filter_parse,
-    filter_form_choices,
-)
-from review.label_fields import QUEUE_NAME_MAX
-from review.risk import risk_reasons
-from review.roles import Role, require_role
 from review.run_table import (
     Sort,
     TableRows,
@@ -28,7 +18,17 @@ from review.run_table import (
     sort_parse,
 )
 from taskgen.blobs import BlobError, blob_path, blob_thumbnail_file
+from taskgen.labels.fields import QUEUE_NAME_MAX
 from taskgen.models import Blob, JudgeConfig, Judgment, Run
+from taskgen.roles import Role, require_role
+from taskgen.triage.filters import (
+    EpisodeFilter,
+    FilterError,
+    describe,
+    episode_filter_parse,
+    filter_form_choices,
+)
+from taskgen.triage.risk import risk_reasons
 
 BLOB_CACHE = "private, max-age=31536000, immutable"  # names are content hashes: they never change
 

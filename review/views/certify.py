@@ -8,12 +8,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from review.certify_queue import certify_queue_open
-from review.risk import RiskError
-from review.roles import Role, require_role
 from taskgen.models import JudgeConfig, Run
+from taskgen.roles import Role, require_role
 from taskgen.stages.certify.service import CertifyError, CertifyParams, certificate_compute, certify_target_check
 from taskgen.stages.export.select import ExportError
 from taskgen.stages.lookup import judge_config_find, run_find
+from taskgen.triage.risk import RiskError
 
 ERRORS = (CertifyError, RiskError, ExportError)
 

@@ -11,15 +11,17 @@ from django.views.decorators.http import require_GET, require_POST
 
 from review import workbench
 from review.episode_outcome import in_sandbox, time_lines, verifier_view
-from review.final_label_rule import UNSURE_RULE, final_label_state
-from review.label_fields import NOTE_MAX, REASON_MAX, TAG_MAX, TAGS_MAX
-from review.models import LabelVerdict, Queue, Reservation
+from review.models import Queue, Reservation
 from review.page_text import CELL_SHOWN, episode_whole_text, page_text
-from review.reviewer_quality import reviewers_below, verifier_hidden
-from review.roles import Role, has_role, require_role
-from review.services import ReviewError, final_label_adjudicate, label_set
+from review.reviewer_quality import verifier_hidden
+from review.services import label_set
 from review.workbench_steps import agent_run, episode_steps, screen_text_kind
-from taskgen.models import Episode
+from taskgen.labels.fields import NOTE_MAX, REASON_MAX, TAG_MAX, TAGS_MAX, ReviewError
+from taskgen.labels.quality import reviewers_below
+from taskgen.labels.rule import UNSURE_RULE, final_label_state
+from taskgen.labels.write import final_label_adjudicate
+from taskgen.models import Episode, LabelVerdict
+from taskgen.roles import Role, has_role, require_role
 from taskgen.text_input import field_refused
 
 SUGGESTED_TAGS = ["side effect missed", "wrong answer accepted", "evidence misread", "partial task", "judge too strict"]

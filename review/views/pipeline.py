@@ -14,7 +14,6 @@ from django_htmx.http import HttpResponseStopPolling
 from review import selectors
 from review.forms_pipeline import STAGE_FORMS, ExportForm, StageForm
 from review.pipeline_summary import sentence, started_words
-from review.roles import Role, require_role
 from taskgen.engine.registry import (
     ResumeError,
     StageUnavailable,
@@ -23,6 +22,7 @@ from taskgen.engine.registry import (
     stage_start,
 )
 from taskgen.models import PipelineRun
+from taskgen.roles import Role, require_role
 from taskgen.stages.certify.service import CertifyError, certificate_gate
 from taskgen.stages.contract import NothingToDo
 from taskgen.stages.export.select import LEFT_OUT_WHY, ExportError, manifest_left_out_words

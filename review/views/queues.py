@@ -11,15 +11,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from review import queues
 from review.certify_queue import certify_queue_certificate
-from review.episode_filters import describe, filter_form_choices
-from review.final_label_rule import UNSURE_RULE, final_label_state, needs_adjudication
-from review.label_fields import QUEUE_NAME_MAX
-from review.models import Label, LabelVerdict, Queue, Reservation
-from review.reviewer_quality import QualityError, queue_check_rate_set, reviewer_accuracy
-from review.risk import RISK_NAMES, RISK_WORDS, risk_reasons
-from review.roles import Role, require_role
+from review.models import Queue, Reservation
+from review.reviewer_quality import queue_check_rate_set
 from review.services import (
-    ReviewError,
     queue_create_from_episodes,
     queue_create_from_filters,
     queue_create_sample,
@@ -28,9 +22,15 @@ from review.services import (
     reservation_release,
 )
 from review.views.reviewers import accuracy_chosen
-from taskgen.models import Episode
+from taskgen.labels.fields import QUEUE_NAME_MAX, ReviewError
+from taskgen.labels.quality import QualityError, reviewer_accuracy
+from taskgen.labels.rule import UNSURE_RULE, final_label_state, needs_adjudication
+from taskgen.models import Episode, Label, LabelVerdict
+from taskgen.roles import Role, require_role
 from taskgen.stages.certify.service import SOURCES as CERTIFY_SOURCES
 from taskgen.text_input import field_refused
+from taskgen.triage.filters import describe, filter_form_choices
+from taskgen.triage.risk import RISK_NAMES, RISK_WORDS, risk_reasons
 
 
 @require_GET

@@ -9,8 +9,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from review.models import Queue
-from review.reviewer_quality import BASES, QualityError, reviewer_accuracy, share_check
-from review.roles import Role, require_role
+from taskgen.labels.quality import BASES, QualityError, reviewer_accuracy, share_check
+from taskgen.roles import Role, require_role
 
 
 def accuracy_chosen(request: HttpRequest) -> tuple[float, str, str]:

@@ -15,9 +15,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from review import task_selectors
 from review.forms_pipeline import AttemptApprovedForm
-from review.roles import Role, has_role, require_role
 from review.task_review import TaskReviewError, task_edit, task_flag, tasks_state_set
 from taskgen.models import ProposalBatch, Site, Task
+from taskgen.roles import Role, has_role, require_role
 from taskgen.stages.propose.rules import LABEL as RULES_LABEL
 
 PAGE_SIZE = 200

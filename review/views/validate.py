@@ -14,8 +14,8 @@ from django.views.decorators.http import require_GET
 
 from review.charts import confusion_heatmap, site_intervals_chart
 from review.links import random_sample_episodes, review_queue_url_for
-from review.roles import Role, require_role
 from taskgen.models import JudgeConfig, Run
+from taskgen.roles import Role, require_role
 from taskgen.stages.validate.humans import (
     human_agreement,
     judge_reviewer_agreement,

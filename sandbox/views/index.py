@@ -5,10 +5,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from review.roles import Role, require_role
 from sandbox.evidence import COOKIE
 from sandbox.models import SandboxSession
 from sandbox.seed import SITES
+from taskgen.roles import Role, require_role
 
 
 @require_GET

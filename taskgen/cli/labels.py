@@ -1,5 +1,5 @@
 """`taskgen labels export --out FILE` and `taskgen labels import FILE [--all-or-nothing]`: every label, its history
-and the final labels as JSON lines keyed by run name, task id and reviewer (review/labels_backup.py). An import is a
+and the final labels as JSON lines keyed by run name, task id and reviewer (taskgen/labels/backup.py). An import is a
 run of the `labels` stage on the engine (taskgen/stages/labels/), worked here: every line is checked first, then
 the good ones are written and every refused line is printed with its number (or, with --all-or-nothing, nothing is
 written when any line is refused)."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from review.labels_backup import labels_export_lines
 from taskgen.engine.registry import labels_restore_begin
 from taskgen.engine.wait import run_wait, wait_report
+from taskgen.labels.backup import labels_export_lines
 from taskgen.stages.labels.work import LABELS_RESTORE_WORK, labels_restore_refusals
 
 NAME = "labels"

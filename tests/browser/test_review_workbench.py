@@ -6,10 +6,10 @@ import io
 import pytest
 from PIL import Image
 
-from review.models import Label, Queue
+from review.models import Queue
 from review.services import queues_builtin_ensure
 from taskgen.blobs import blob_store_image
-from taskgen.models import Screenshot
+from taskgen.models import Label, Screenshot
 from tests.factories import EpisodeFactory, JudgmentFactory, RunFactory, UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

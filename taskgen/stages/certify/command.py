@@ -4,11 +4,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from review.risk import RISK_NAMES, RiskError, risk_names_check
 from taskgen.models import Export
 from taskgen.stages.certify.service import SOURCES, CertifyError, CertifyParams, certificate_compute
 from taskgen.stages.export.command import find_judge_config, find_run
 from taskgen.stages.export.select import ExportError
+from taskgen.triage.risk import RISK_NAMES, RiskError, risk_names_check
 
 NAME = "certify"
 HELP = ("Certify the precision of what `taskgen rows RUN` would export: the share of real successes, estimated from "

@@ -6,7 +6,7 @@ each stratum is labelled in, and which labels that order lets the estimate use.
   out of the population (a Not success leaves it), and an order read over a set that labels change would no longer
   be random, so the strata and their orders are the frame's; the population is the frame less what labels took out,
   plus what they let in (a human success beside the judge, a step budget freed), counted exactly in the bound.
-- Strata: each episode in the first risk it holds (review/risk.py), else "rest".
+- Strata: each episode in the first risk it holds (taskgen/triage/risk.py), else "rest".
 - Order: a keyed hash of (seed, episode id) (splitmix64), the seed drawn once per run and judge config
   (review.models.CertifyDesign): any subset is in a uniformly random order, so a stratum's first n episodes are a
   simple random sample of it, whichever cut or budget decided its members.
@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db import IntegrityError, transaction
 
-from review.models import CertifyDesign, FinalLabel, LabelVerdict
-from review.risk import STRATA, risk_sets, risk_stratum
-from taskgen.models import Episode, JudgeConfig, Judgment, Run
+from taskgen.models import CertifyDesign, Episode, FinalLabel, JudgeConfig, Judgment, LabelVerdict, Run
 from taskgen.stages.certify.bound import StratumCount, design_walk
 from taskgen.stages.export.order import SelectContext, read_risk_sets
 from taskgen.stages.export.select import Selection, export_select
+from taskgen.triage.risk import STRATA, risk_sets, risk_stratum
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -78,7 +77,7 @@ def label_truths(episode_ids: set[int], *, min_reviewer_accuracy: float | None =
     final-label rule over the labels of reviewers at or above that accuracy on known-truth checks only
     (review/reviewer_quality.py): an episode only they labelled is unlabelled again, and served again."""
     if min_reviewer_accuracy is not None:
-        from review.reviewer_quality import final_verdicts_trusted  # here: it imports the queues, which import us
+        from taskgen.labels.quality import final_verdicts_trusted
         trusted = final_verdicts_trusted(episode_ids=sorted(episode_ids), accuracy=min_reviewer_accuracy)
         return {pk: (_truth(verdict, verdict != LabelVerdict.UNSURE), verdict) for pk, verdict in trusted.items()
                 if verdict is not None}

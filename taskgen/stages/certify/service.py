@@ -10,9 +10,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-from review.models import CertifyDesign
-from review.risk import RISK_NAMES, RISK_WORDS
-from taskgen.models import Episode, Export, JudgeConfig, Judgment, Run
+from taskgen.models import CertifyDesign, Episode, Export, JudgeConfig, Judgment, Run
 from taskgen.stages.certify.bound import (
     METHOD,
     METHOD_REFERENCE,
@@ -26,6 +24,7 @@ from taskgen.stages.certify.bound import (
 from taskgen.stages.certify.design import Design, design_build, design_seed, judged_design
 from taskgen.stages.export.order import SelectContext
 from taskgen.stages.export.select import ExportError, Selection, export_select
+from taskgen.triage.risk import RISK_NAMES, RISK_WORDS
 
 SOURCES = (Export.Selection.JUDGE, Export.Selection.HUMAN_OVER_JUDGE)
 COUNTED = ("A label counts when the design drew it: each stratum's episodes are labelled in a random order fixed "

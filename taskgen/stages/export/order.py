@@ -21,9 +21,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import BooleanField, Count, Max, Q, Sum
 from django.db.models.expressions import RawSQL
 
-from review.models import FinalLabel
-from review.risk import RISK_NAMES, risk_sets
-from taskgen.models import Episode, ExportOrder, JudgeConfig, Judgment, Run, VerifierResult
+from taskgen.models import Episode, ExportOrder, FinalLabel, JudgeConfig, Judgment, Run, VerifierResult
+from taskgen.triage.risk import RISK_NAMES, risk_sets
 
 FIRST_CHUNK = 8192  # episodes read at once; each further chunk doubles, up to LAST_CHUNK
 LAST_CHUNK = 32768
@@ -142,7 +141,7 @@ class Chunk:
     _risks: dict[str, set[int]] | None = None
 
     def risks(self) -> dict[str, set[int]]:
-        """The chunk's episodes holding each risk (review/risk.py), read the first time they are asked for."""
+        """The chunk's episodes holding each risk (taskgen/triage/risk.py), read the first time they are asked for."""
         if self._risks is None:
             self._risks = risk_sets(Episode.objects.filter(among(Episode, [r["id"] for r in self.rows])),
                                     self.config_id, correlated=True)

@@ -24,10 +24,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from review.models import LabelVerdict
-from review.risk import RiskError, risk_names_check
-from taskgen.models import Export, JudgeConfig, Judgment, Run, Screenshot
+from taskgen.models import Export, JudgeConfig, Judgment, LabelVerdict, Run, Screenshot
 from taskgen.stages.export.order import Chunk, SelectContext, export_order, order_chunks
+from taskgen.triage.risk import RiskError, risk_names_check
 
 MANIFEST_FORMAT = "taskgen-rows-manifest/1"
 SOURCES = [choice.value for choice in Export.Selection]
@@ -185,12 +184,12 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
                   include_verifier_failed: bool = False, exclude_risk=(), labels_ignored: bool = False,
                   stop_at_budget: bool = False, context: SelectContext | None = None) -> Selection:
     """The episodes an export takes, in order, under the reference's rules, less what reviewers rejected or the
-    verifier failed unless asked for, and less the episodes holding a risk in `exclude_risk` (review/risk.py); and
-    how many approved episodes are left out, by reason. `labels_ignored` selects as if no human had labelled
-    anything: a certificate's frame, the judge's own choice, which no label moves. `stop_at_budget` stops reading
-    the run once the budget is reached: the same episodes are picked (none after that point could be), but
-    `candidates` and `left_out` count only the episodes read. `context` shares the run's reads between the
-    selections of one computation."""
+    verifier failed unless asked for, and less the episodes holding a risk in `exclude_risk`
+    (taskgen/triage/risk.py); and how many approved episodes are left out, by reason. `labels_ignored` selects as if
+    no human had labelled anything: a certificate's frame, the judge's own choice, which no label moves.
+    `stop_at_budget` stops reading the run once the budget is reached: the same episodes are picked (none after that
+    point could be), but `candidates` and `left_out` count only the episodes read. `context` shares the run's reads
+    between the selections of one computation."""
     budget = export_budget_check(settings.EXPORT_BUDGET if budget is None else budget)
     export_source_check(source=source, judge_config=judge_config)
     export_include_check(source=source, include_reviewer_rejected=include_reviewer_rejected)

@@ -12,8 +12,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from review.models import FinalLabel, Label
-from taskgen.models import Episode, LabelRestoreLine
+from taskgen.models import Episode, FinalLabel, Label, LabelRestoreLine
 from taskgen.stages.labels.rows import RowRefused, backup_line_parse
 
 Outcome = LabelRestoreLine.Outcome

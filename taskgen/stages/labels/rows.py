@@ -1,5 +1,5 @@
 """One line of a labels backup, checked before anything is written: its kind, names and times, and every field a
-label or final label holds through the same check as a reviewer's label (review/label_fields.py). A line that fails
+label or final label holds through the same check as a reviewer's label (taskgen/labels/fields.py). A line that fails
 is refused with why; a line that passes comes back as the values the restore writes.
 """
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from review.label_fields import ReviewError, final_label_record_clean, label_record_clean
-from review.labels_backup import KINDS
+from taskgen.labels.backup import KINDS
+from taskgen.labels.fields import ReviewError, final_label_record_clean, label_record_clean
 from taskgen.text_input import TextInputError, text_check
 
 NAME_MAX = 200  # a run's name, a task id (their columns)

@@ -21,7 +21,7 @@ from typing import BinaryIO
 
 from django.conf import settings
 
-from review.labels_backup import KINDS
+from taskgen.labels.backup import KINDS
 from taskgen.models import LabelRestoreLine, PipelineRun, WorkUnit
 from taskgen.stages.contract import RetryLater, StageParams, StageParamsError, StageWork
 from taskgen.stages.labels.check import lines_check, lines_verify

@@ -1,6 +1,6 @@
 """The writes of a labels restore, once every line is checked: one write unit's episodes, EPISODES_TOGETHER at a time
 in one transaction holding their rows locked (in id order, the same lock as a reviewer's label post:
-review.services), so a restore and live posts take turns and neither loses anything. What is there already is left
+taskgen.labels.write), so a restore and live posts take turns and neither loses anything. What is there already is left
 alone (idempotent), a label or final label that differs is never overwritten, and each line's outcome is recorded in
 the transaction that writes it, so a unit done again writes nothing twice. Rows are made in bulk and their recorded
 times put back after (auto_now fields take the current time when a row is made).
@@ -12,10 +12,9 @@ from datetime import datetime
 
 from django.db import connection, transaction
 
-from review.labels_backup import KINDS
-from review.models import FinalLabel, FinalLabelChange, Label, LabelChange
-from review.services import final_label_sync
-from taskgen.models import Episode, LabelRestoreLine
+from taskgen.labels.backup import KINDS
+from taskgen.labels.write import final_label_sync
+from taskgen.models import Episode, FinalLabel, FinalLabelChange, Label, LabelChange, LabelRestoreLine
 from taskgen.stages.labels.check import USER_KEYS, final_label_same, users_named
 
 Outcome = LabelRestoreLine.Outcome

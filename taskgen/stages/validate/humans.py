@@ -10,8 +10,7 @@ from itertools import combinations
 
 from django.db.models import Count, F, FilteredRelation, Q
 
-from review.models import Label, LabelVerdict
-from taskgen.models import JudgeConfig, Judgment, Run
+from taskgen.models import JudgeConfig, Judgment, Label, LabelVerdict, Run
 from taskgen.stats import Confusion, cohen_kappa, pooled_agreement
 
 SUCCESS = Judgment.Verdict.SUCCESS

@@ -15,8 +15,7 @@ from decimal import Decimal
 from django.db.models import Count, FilteredRelation, Q, QuerySet, Sum
 from django.urls import reverse
 
-from review.models import LabelVerdict
-from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, VerifierResult
+from taskgen.models import Episode, JudgeConfig, Judgment, LabelVerdict, Run, Site, VerifierResult
 from taskgen.stages.certify.service import design_precision
 from taskgen.stages.validate.summary import summary_available, summary_cells
 from taskgen.stats import (

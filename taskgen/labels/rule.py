@@ -1,5 +1,5 @@
 """The final-label rule in one place: what the labels decide without an adjudicator, which episodes wait for one,
-and the words every page uses to say where an episode's final label stands. `review.services` applies it on every
+and the words every page uses to say where an episode's final label stands. `taskgen.labels.write` applies it on every
 label write (see its docstring); the episode page, the adjudication list and the run table's filters read it here.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from django.db.models import Exists, OuterRef, Q
 
-from review.models import FinalLabel, Label, LabelVerdict
+from taskgen.models import FinalLabel, Label, LabelVerdict
 
 
 def final_verdict_of_labels(verdicts: Iterable[str]) -> str | None:

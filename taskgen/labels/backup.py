@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator
 from datetime import datetime
 
-from review.models import FinalLabel, FinalLabelChange, Label, LabelChange
+from taskgen.models import FinalLabel, FinalLabelChange, Label, LabelChange
 
 FORMAT = "taskgen-labels"
 VERSION = 1

@@ -13,9 +13,19 @@ from operator import or_
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from review.final_label_rule import needs_adjudication
-from review.models import FinalLabel, Label, LabelVerdict
-from taskgen.models import Episode, JudgeConfig, Judgment, Run, Site, Task, VerifierResult
+from taskgen.labels.rule import needs_adjudication
+from taskgen.models import (
+    Episode,
+    FinalLabel,
+    JudgeConfig,
+    Judgment,
+    Label,
+    LabelVerdict,
+    Run,
+    Site,
+    Task,
+    VerifierResult,
+)
 
 VERDICTS = {"SUCCESS": "SUCCESS", "NOT SUCCESS": "NOT SUCCESS", "NONE": "no verdict", "UNJUDGED": "not judged"}
 VERIFIER = {"pass": "passed", "fail": "failed", "none": "no verifier"}

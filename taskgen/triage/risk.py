@@ -27,8 +27,8 @@ from django.db.models import (
 )
 from django.db.models.lookups import GreaterThan
 
-from review.episode_filters import Facts, JoinedFacts, judge_disagrees_with_verifier
 from taskgen.models import Episode, Judgment, VerifierResult
+from taskgen.triage.filters import Facts, JoinedFacts, judge_disagrees_with_verifier
 
 YES, NO = Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS
 RISKS = (

@@ -4,7 +4,7 @@ not. Text goes through the app's one text rule (taskgen/text_input.py: no NUL, a
 the forms."""
 from __future__ import annotations
 
-from review.models import LabelVerdict
+from taskgen.models import LabelVerdict
 from taskgen.text_input import TextInputError, text_check
 
 NOTE_MAX = 5000  # a label's note: about a page

@@ -1,0 +1,2 @@
+"""Triage: one filter vocabulary for episodes (the run table, saved queues, the queue form) and the risk reasons that
+rank judged successes for the false-positive audit and stratify a certificate."""
