@@ -45,8 +45,10 @@ demo: chromium demo-data
 	@$(PY) manage.py collectstatic --no-input -v0
 	@$(PY) manage.py taskgen demo-serve --host $(HOST) --port $(PORT)
 
+## lint: ruff, and the layers (pyproject.toml [tool.importlinter]): an import that runs back up fails with its name
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-logo --no-cache
 
 ## test: install what the tests need and run them all (SQLite without services; PostgreSQL/Redis by URL, as in CI)
 test: install chromium lint

@@ -15,8 +15,8 @@ import django  # noqa: E402
 
 django.setup()  # a module of bench/engine.py and bench/engine_worker.py; run alone (`make bench`) it does nothing
 
+from taskgen.engine.contract import StageParams, StageWork  # noqa: E402
 from taskgen.engine.stage_table import ENGINE_STAGES  # noqa: E402
-from taskgen.stages.contract import StageParams, StageWork  # noqa: E402
 
 NAME = "bench-noop"
 

@@ -199,9 +199,10 @@ def _close_connections() -> None:
 def _judge_run(run, config, concurrency: int, processes: int, threads: int = 0) -> tuple[int, float, float]:
     """Judge the run on the engine with `processes` forked workers, each keeping `concurrency` calls in flight with
     `threads` threads (0: as a judge worker does); (units, wall, CPU)."""
+    from taskgen.concurrency import judge_threads_for
     from taskgen.engine.control import run_start
     from taskgen.models import PipelineRun
-    from taskgen.stages.judge.in_flight import calls_in_flight_choose, judge_threads_for
+    from taskgen.stages.judge.in_flight import calls_in_flight_choose
     from taskgen.stages.judge.work import JudgeParams
 
     pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
@@ -253,7 +254,7 @@ def _peak_in_flight(url: str) -> int:
 
 
 def _report(args, processes: int, judged: int, total: int, wall: float, cpu: float) -> float:
-    from taskgen.stages.judge.in_flight import judge_threads_for
+    from taskgen.concurrency import judge_threads_for
 
     ideal = processes * args.concurrency / args.latency
     threads = args.threads or judge_threads_for(args.concurrency)

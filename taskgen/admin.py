@@ -5,9 +5,9 @@ from django.utils import timezone
 
 from review.pipeline_summary import sentence, started_words
 from taskgen import models
-from taskgen.engine.registry import stage_start
+from taskgen.engine.contract import NothingToDo
 from taskgen.roles import Role, has_role
-from taskgen.stages.contract import NothingToDo
+from taskgen.stages.begin import stage_start
 from taskgen.stages.judge.prompt import judge_prompt
 
 

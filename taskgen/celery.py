@@ -1,20 +1,14 @@
 """The Celery app. Workers: `celery -A taskgen worker -Q default,judge,browser`."""
 import logging
 import os
-import pkgutil
 
 from celery import Celery
 from celery.signals import task_postrun, task_prerun
 
-import taskgen.stages
 from taskgen.logs import task_log_connect
+from taskgen.stages import stage_packages
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
-
-
-def stage_packages() -> list[str]:
-    """The stage folders (taskgen/stages/<stage>/), each a package that may hold a tasks module."""
-    return [f"taskgen.stages.{info.name}" for info in pkgutil.iter_modules(taskgen.stages.__path__) if info.ispkg]
 
 
 app = Celery("taskgen")

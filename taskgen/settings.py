@@ -12,11 +12,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from taskgen.concurrency import judge_threads_for
 from taskgen.env import env_bool, env_float, env_int, env_path, env_secret, env_str, redis_url_with_password
-from taskgen.harness.external import external_harnesses_parse
-from taskgen.logs import client_error_is_logged_elsewhere
-from taskgen.providers import provider_check
-from taskgen.stages.judge.in_flight import judge_threads_for
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("TASKGEN_VAR_DIR", BASE_DIR / "var")
@@ -264,10 +261,7 @@ OPENAI_API_KEY = env_secret("OPENAI_API_KEY")
 OPENAI_MODEL = env_str("TASKGEN_OPENAI_MODEL", "Qwen/Qwen3.5-4B")
 OPENAI_TAKES_IMAGES = env_bool("TASKGEN_OPENAI_IMAGES", True)
 JUDGE_PROVIDER = env_str("TASKGEN_JUDGE_PROVIDER", "gemini" if GEMINI_API_KEY else "rules")
-try:
-    provider_check(JUDGE_PROVIDER, "judge")  # the one provider list says which providers can judge
-except ValueError as exc:
-    raise ImproperlyConfigured(f"TASKGEN_JUDGE_PROVIDER: {exc}") from exc
+# (checked against the one provider list when Django starts: taskgen/startup.py)
 JUDGE_RPM = env_int("TASKGEN_JUDGE_RPM", 600, minimum=1)
 # The rate limit is counted per window of this many seconds (JUDGE_RPM scaled to it): a minute, as Gemini counts.
 JUDGE_RATE_WINDOW_SECONDS = env_int("TASKGEN_JUDGE_RATE_WINDOW", 60, minimum=1)
@@ -280,7 +274,7 @@ JUDGE_RETRY_BASE_SECONDS = env_float("TASKGEN_JUDGE_RETRY_BASE", 1.0)
 JUDGE_RETRY_MAX_SECONDS = env_float("TASKGEN_JUDGE_RETRY_MAX", 30.0)
 # `medium`: Gemini's own media_resolution sets an image's tokens (256 instead of 1,032 for a 1280x800 page), no
 # image work here. Downscaled copies for the policies in JUDGE_IMAGE_COPIES are made when a screenshot is stored.
-JUDGE_IMAGE_POLICY = env_str("TASKGEN_JUDGE_IMAGE_POLICY", "medium")
+JUDGE_IMAGE_POLICY = env_str("TASKGEN_JUDGE_IMAGE_POLICY", "medium")  # checked at start (taskgen/startup.py)
 # Copies cost a decode (about 25 ms a screenshot) at import: made by default only for a provider that needs them.
 _COPIES = "small" if JUDGE_PROVIDER not in ("gemini", "rules") else ""
 JUDGE_IMAGE_COPIES = tuple(n for n in env_str("TASKGEN_JUDGE_IMAGE_COPIES", _COPIES).replace(" ", "").split(",") if n)
@@ -335,11 +329,8 @@ AGENT_MODEL_SECONDS = env_int("TASKGEN_AGENT_MODEL_SECONDS", 600, minimum=5)
 # The user's own harnesses, set by an admin in the environment only (never from a page): a JSON object
 # {"name": "command with {tasks} {run_dir} {arm}"} or {"name": {"command": ..., "timeout_seconds": N}}.
 EXTERNAL_HARNESS_SECONDS = env_int("TASKGEN_EXTERNAL_HARNESS_SECONDS", 3600, minimum=1)
-try:
-    EXTERNAL_HARNESSES = external_harnesses_parse(env_str("TASKGEN_EXTERNAL_HARNESSES", ""),
-                                                  default_timeout=EXTERNAL_HARNESS_SECONDS)
-except ValueError as exc:
-    raise ImproperlyConfigured(f"TASKGEN_EXTERNAL_HARNESSES: {exc}") from exc
+# Read by taskgen.harness.external.external_harnesses(), checked when Django starts (taskgen/startup.py).
+EXTERNAL_HARNESSES_JSON = env_str("TASKGEN_EXTERNAL_HARNESSES", "")
 REVIEW_RESERVATION_MINUTES = env_int("TASKGEN_RESERVATION_MINUTES", 5, minimum=1)
 SAMPLE_SEED = env_int("TASKGEN_SAMPLE_SEED", 20261202)
 # the accuracy on known-truth checks below which a reviewer's labels are flagged in adjudication (issue 22)
@@ -414,8 +405,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "taskgen.logs.JsonFormatter"},
                    "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "filters": {"no_client_errors": {"()": "django.utils.log.CallbackFilter",
-                                     "callback": client_error_is_logged_elsewhere}},
+    "filters": {"no_client_errors": {"()": "taskgen.logs.ClientErrorsLoggedElsewhere"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,
                              "filters": ["no_client_errors"]}},
     "root": {"handlers": ["console"], "level": env_str("TASKGEN_LOG_LEVEL", "INFO")},

@@ -4,9 +4,9 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 
-from taskgen.engine.registry import labels_restore_begin
 from taskgen.engine.wait import run_wait
 from taskgen.models import PipelineRun
+from taskgen.stages.begin import labels_restore_begin
 from taskgen.stages.labels.work import labels_restore_refusals
 
 RESTORED = "written: every line not refused"

@@ -10,6 +10,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
+from taskgen.engine.contract import NothingToDo, RetryLater, StageParams, StageWork
 from taskgen.engine.control import ResumeError, run_cancel, run_resume, run_start
 from taskgen.engine.reconcile import reconcile
 from taskgen.engine.stage_table import ENGINE_STAGES
@@ -17,7 +18,6 @@ from taskgen.engine.units import units_lease
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.engine.worker import work
 from taskgen.models import Judgment, PipelineRun, WorkUnit
-from taskgen.stages.contract import NothingToDo, RetryLater, StageParams, StageWork
 from taskgen.stages.judge.service import judge_config_for
 from taskgen.stages.judge.work import JudgeParams
 from tests.factories import RunFactory

@@ -19,8 +19,8 @@ from django.db.models import Count
 from django.urls import reverse
 
 from taskgen import celery_app
-from taskgen.engine.registry import pipeline_run_cancel
 from taskgen.models import Judgment, PipelineRun, Run, WorkUnit
+from taskgen.stages.begin import pipeline_run_cancel
 from taskgen.stages.judge.prompt import judge_prompt
 from tests.celery_processes import ROOT, kill_group
 from tests.factories import RunFactory

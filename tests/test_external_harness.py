@@ -22,7 +22,13 @@ from sandbox.catalog import sandbox_tasks
 from taskgen.engine.control import run_cancel, run_start
 from taskgen.engine.wait import run_wait
 from taskgen.engine.worker import work
-from taskgen.harness.external import ExternalHarness, external_command, external_harnesses_parse, external_run
+from taskgen.harness.external import (
+    ExternalHarness,
+    external_command,
+    external_harnesses,
+    external_harnesses_parse,
+    external_run,
+)
 from taskgen.models import PipelineRun, Run
 
 SCRIPT = Path(__file__).parent / "fakes" / "harness_script.py"
@@ -31,9 +37,10 @@ COMMAND = f"{sys.executable} {SCRIPT} --tasks {{tasks}} --arm {{arm}} --out {{ru
 
 @pytest.fixture
 def harness(settings):
-    settings.EXTERNAL_HARNESSES = external_harnesses_parse(
-        json.dumps({"mini": COMMAND, "quick": {"command": COMMAND, "timeout_seconds": 2}}), default_timeout=60)
-    return settings.EXTERNAL_HARNESSES
+    settings.EXTERNAL_HARNESSES_JSON = json.dumps({"mini": COMMAND,
+                                                   "quick": {"command": COMMAND, "timeout_seconds": 2}})
+    settings.EXTERNAL_HARNESS_SECONDS = 60
+    return external_harnesses()
 
 
 @pytest.fixture

@@ -1,6 +1,10 @@
 """Settings from the environment, login everywhere, roles."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -71,3 +75,14 @@ def test_viewer_sees_runs_and_episodes(viewer_client):
 def test_offline_banner_shows_without_a_key(viewer_client, settings):
     settings.GEMINI_API_KEY = ""
     assert "Offline mode" in viewer_client.get("/").content.decode()
+
+
+@pytest.mark.parametrize("variable,value", [("TASKGEN_JUDGE_IMAGE_POLICY", "bogus"),
+                                            ("TASKGEN_JUDGE_PROVIDER", "no-such-provider")])
+def test_the_app_refuses_to_start_with_a_setting_that_names_nothing_it_knows(variable, value):
+    """A value naming a policy or provider the app does not define stops every process at start, naming the
+    variable (settings.py reads the environment only; taskgen/startup.py checks these names when Django starts)."""
+    env = {**os.environ, variable: value, "DJANGO_SETTINGS_MODULE": "taskgen.settings"}
+    done = subprocess.run([sys.executable, "-c", "import django; django.setup()"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0 and variable in done.stderr and value in done.stderr

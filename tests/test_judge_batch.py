@@ -15,11 +15,11 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from taskgen.engine.registry import pipeline_run_cancel, pipeline_run_resume, stage_start
+from taskgen.engine.contract import RetryLater, StageParamsError
 from taskgen.engine.stage_table import ENGINE_STAGES
 from taskgen.engine.worker import work
 from taskgen.models import JudgeBatchJob, Judgment, PipelineRun, WorkUnit
-from taskgen.stages.contract import RetryLater, StageParamsError
+from taskgen.stages.begin import pipeline_run_cancel, pipeline_run_resume, stage_start
 from taskgen.stages.judge.batch import batch_states_forget, judge_batch_job_poll, judge_batch_unit
 from taskgen.stages.judge.service import _cost, judge_config_for
 from taskgen.stages.judge.work import JUDGE_WORK, judge_params_check

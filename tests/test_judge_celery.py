@@ -21,9 +21,9 @@ from django.core.management import call_command
 from django.db import connection
 
 from taskgen.celery import app as celery_app
+from taskgen.engine.contract import NothingToDo
 from taskgen.engine.control import run_start
 from taskgen.models import Judgment, PipelineRun
-from taskgen.stages.contract import NothingToDo
 from taskgen.stages.judge.service import judge_config_for
 from taskgen.stages.judge.work import JudgeParams
 from tests.factories import RunFactory

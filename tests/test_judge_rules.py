@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from taskgen.engine.contract import NothingToDo
 from taskgen.models import Judgment, PipelineRun
 from taskgen.providers import ProviderRequest
 from taskgen.providers.rules import LABEL, RulesProvider, goal_parts
-from taskgen.stages.contract import NothingToDo
 from taskgen.stages.judge.evidence import evidence_for_episode
 from taskgen.stages.judge.service import RULES_MODEL, judge_config_for, judge_episode
 from tests.factories import RunFactory

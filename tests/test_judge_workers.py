@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from taskgen.concurrency import judge_threads_for
 from taskgen.models import Judgment, PipelineRun
-from taskgen.stages.judge.in_flight import judge_threads_for
 from taskgen.stages.judge.service import judge_config_for
 from tests.factories import RunFactory
 from tests.fakes.gemini_server import FakeGemini

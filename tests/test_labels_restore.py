@@ -15,7 +15,6 @@ from django.urls import reverse
 
 from review.services import label_set
 from taskgen.engine.control import run_cancel, run_resume
-from taskgen.engine.registry import labels_restore_begin
 from taskgen.engine.worker import work
 from taskgen.labels.backup import labels_export_lines
 from taskgen.labels.fields import ReviewError
@@ -30,6 +29,7 @@ from taskgen.models import (
     PipelineRun,
     WorkUnit,
 )
+from taskgen.stages.begin import labels_restore_begin
 from taskgen.stages.labels.write import bucket_write
 from tests.factories import EpisodeFactory, RunFactory, UserFactory
 from tests.labels_restore import backup_bytes, restore, work_here

@@ -45,7 +45,7 @@ def _checked_restore(lines: list[str]) -> PipelineRun:
     """A restore whose every line is checked and whose writes are due now (so they race the posts)."""
     import io
 
-    from taskgen.engine.registry import labels_restore_begin
+    from taskgen.stages.begin import labels_restore_begin
 
     pipeline_run = labels_restore_begin(source=io.BytesIO(backup_bytes(lines)), name="race.jsonl",
                                         all_or_nothing=False, user=None)

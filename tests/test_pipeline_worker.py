@@ -18,8 +18,8 @@ from django.db import connection
 
 from taskgen import celery_app
 from taskgen.blobs import blob_path
-from taskgen.engine.registry import pipeline_run_cancel, pipeline_run_resume, stage_start
 from taskgen.models import Export, JudgeConfig, PipelineRun, Screenshot
+from taskgen.stages.begin import pipeline_run_cancel, pipeline_run_resume, stage_start
 from tests.factories import UserFactory
 from tests.runfiles import load_run_dir, write_run_dir
 from tests.test_rows_export import HAND_TASKS

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from taskgen.engine.contract import StageParamsError
 from taskgen.engine.control import run_start
 from taskgen.engine.worker import work
 from taskgen.models import PipelineRun, ProposalBatch, Task
-from taskgen.stages.contract import StageParamsError
 from tests import propose_helpers
 from tests.fakes.gemini_server import FakeGemini
 

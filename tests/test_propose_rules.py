@@ -8,10 +8,10 @@ import json
 import pytest
 from django.core.management import call_command
 
+from taskgen.engine.contract import StageParamsError
 from taskgen.engine.control import run_start
 from taskgen.engine.worker import work
 from taskgen.models import PipelineRun, ProposalBatch, Site, Task
-from taskgen.stages.contract import StageParamsError
 from taskgen.stages.propose.context import ContextError, site_context_build, visible_text
 from taskgen.stages.propose.keep import answer_items, normalised, proposed_record, sort_items, task_id_for
 from tests import propose_helpers

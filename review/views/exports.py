@@ -11,10 +11,10 @@ from django.views.decorators.http import require_GET, require_POST
 from review import selectors
 from review.views.certify import ERRORS as CERTIFY_ERRORS
 from review.views.certify import certificate_for, certify_choices
-from taskgen.engine.registry import labels_restore_begin
 from taskgen.labels.backup import labels_export_lines
 from taskgen.models import PipelineRun
 from taskgen.roles import Role, require_role
+from taskgen.stages.begin import labels_restore_begin
 from taskgen.stages.export.output import export_missing_files, export_stream_targz
 from taskgen.stages.export.select import manifest_bytes
 from taskgen.stages.labels.work import labels_restore_refusals

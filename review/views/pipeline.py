@@ -14,17 +14,17 @@ from django_htmx.http import HttpResponseStopPolling
 from review import selectors
 from review.forms_pipeline import STAGE_FORMS, ExportForm, StageForm
 from review.pipeline_summary import sentence, started_words
-from taskgen.engine.registry import (
+from taskgen.engine.contract import NothingToDo
+from taskgen.models import PipelineRun
+from taskgen.roles import Role, require_role
+from taskgen.stages.begin import (
     ResumeError,
     StageUnavailable,
     pipeline_run_cancel,
     pipeline_run_resume,
     stage_start,
 )
-from taskgen.models import PipelineRun
-from taskgen.roles import Role, require_role
 from taskgen.stages.certify.service import CertifyError, certificate_gate
-from taskgen.stages.contract import NothingToDo
 from taskgen.stages.export.select import LEFT_OUT_WHY, ExportError, manifest_left_out_words
 from taskgen.stages.export.service import export_create
 from taskgen.stages.export.work import export_left_out_words

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from taskgen.engine.registry import labels_restore_begin
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.labels.backup import labels_export_lines
+from taskgen.stages.begin import labels_restore_begin
 from taskgen.stages.labels.work import LABELS_RESTORE_WORK, labels_restore_refusals
 
 NAME = "labels"

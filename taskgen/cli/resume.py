@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from taskgen.engine.registry import ResumeError, pipeline_run_resume
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import PipelineRun
+from taskgen.stages.begin import ResumeError, pipeline_run_resume
 
 NAME = "resume"
 HELP = "Resume a pipeline run (its id, as on the pipeline page): only the units not done run again."

@@ -6,12 +6,12 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from taskgen.engine.contract import StageParams
 from taskgen.engine.runs import run_finish_if_settled, run_refresh
 from taskgen.engine.stage_table import stage_work, workers_per_run
 from taskgen.engine.tasks import dispatch_on_commit
 from taskgen.engine.units import OPEN, Status, units_create
 from taskgen.models import PipelineRun, WorkUnit
-from taskgen.stages.contract import StageParams
 
 
 class ResumeError(ValueError):

@@ -1,24 +1,24 @@
-"""The stages the engine runs, by name: each stage folder declares its StageWork in `work.py`."""
+"""The stages the engine runs, by name. The engine imports no stage: each stage folder declares its StageWork in
+`work.py` with `stage_register`, and the app registers every stage when Django starts (taskgen/apps.py), so the
+arrow points down: stages -> engine.
+"""
 from __future__ import annotations
 
 from django.conf import settings
 
-from taskgen.stages.attempt.work import ATTEMPT_WORK
-from taskgen.stages.contract import StageWork
-from taskgen.stages.export.work import EXPORT_WORK
-from taskgen.stages.import_.work import IMPORT_WORK
-from taskgen.stages.judge.work import JUDGE_WORK
-from taskgen.stages.labels.work import LABELS_RESTORE_WORK
-from taskgen.stages.propose.work import PROPOSE_WORK
-from taskgen.stages.validate.work import VALIDATE_WORK
+from taskgen.engine.contract import StageWork
 
-ENGINE_STAGES: dict[str, StageWork] = {
-    work.name: work for work in (IMPORT_WORK, PROPOSE_WORK, ATTEMPT_WORK, JUDGE_WORK, VALIDATE_WORK, EXPORT_WORK,
-                                 LABELS_RESTORE_WORK)}
+ENGINE_STAGES: dict[str, StageWork] = {}
 
 
 class UnknownStage(LookupError):
     """No stage of that name runs on the engine."""
+
+
+def stage_register(work: StageWork) -> StageWork:
+    """Make a stage known to the engine under its name (a second registration of one name replaces the first)."""
+    ENGINE_STAGES[work.name] = work
+    return work
 
 
 def stage_work(name: str) -> StageWork:
@@ -27,10 +27,6 @@ def stage_work(name: str) -> StageWork:
         return ENGINE_STAGES[name]
     except KeyError:
         raise UnknownStage(f"there is no {name!r} stage on the engine") from None
-
-
-def runs_on_engine(name: str) -> bool:
-    return name in ENGINE_STAGES
 
 
 def workers_per_run(name: str) -> int:

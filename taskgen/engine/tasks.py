@@ -15,11 +15,11 @@ from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
+from taskgen.engine.contract import StageWork
 from taskgen.engine.reconcile import Reconciled, reconcile
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.worker import work
 from taskgen.models import PipelineRun
-from taskgen.stages.contract import StageWork
 
 log = logging.getLogger(__name__)
 

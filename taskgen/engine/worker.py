@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import connection
 
 from taskgen.db_connections import connections_renew
+from taskgen.engine.contract import RetryLater, StageParams, StageWork, UnitFailed
 from taskgen.engine.runs import run_batch_record, run_error, run_finish_if_settled
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.units import (
@@ -26,7 +27,6 @@ from taskgen.engine.units import (
     units_open,
 )
 from taskgen.models import PipelineRun
-from taskgen.stages.contract import RetryLater, StageParams, StageWork, UnitFailed
 
 log = logging.getLogger(__name__)
 

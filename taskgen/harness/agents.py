@@ -17,6 +17,7 @@ from django.conf import settings
 
 from taskgen.harness.agent_errors import AgentError, AgentStop  # noqa: F401  (AgentStop: the harness's name for it)
 from taskgen.harness.agent_reach import no_solution, off_sandbox
+from taskgen.harness.external import external_harnesses
 from taskgen.harness.model_agent import ModelAgent
 from taskgen.harness.observe import Observation
 from taskgen.harness.rules_agent import RULES, RULES_NAME, RulesAgent
@@ -125,7 +126,7 @@ class ScriptedAgent:
 MODEL_OPTIONS = ("model", "base_url", "images")  # what an attempt may set for a model agent
 
 
-EXTERNAL = "external:"  # an admin-configured harness command: "external:<name>" (settings.EXTERNAL_HARNESSES)
+EXTERNAL = "external:"  # an admin-configured harness command: "external:<name>" (TASKGEN_EXTERNAL_HARNESSES)
 
 
 def external_harness_name(agent: str) -> str:
@@ -161,7 +162,7 @@ def agent_kinds() -> list[AgentKind]:
                     off_sandbox) for name, label in provider_choices("agent")],
         *[AgentKind(EXTERNAL + name, f"external harness {name}: your own command, run once on the tasks",
                     "whatever your harness runs: the tasks file is handed to it whole", _any_task)
-          for name in settings.EXTERNAL_HARNESSES],
+          for name in external_harnesses()],
     ]
 
 

@@ -8,6 +8,7 @@ and its last lines to the caller as they come.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -20,6 +21,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from django.conf import settings
 
 PLACEHOLDERS = ("tasks", "run_dir", "arm")
 TAIL_LINES = 40
@@ -87,6 +90,17 @@ def external_harnesses_parse(text: str, *, default_timeout: int) -> dict[str, Ex
         if not name or not all(c.isalnum() or c in "-_." for c in name):
             raise ValueError(f"harness name {name!r}: use letters, digits, - _ .")
     return {name: _one(name, value, default_timeout) for name, value in raw.items()}
+
+
+def external_harnesses() -> dict[str, ExternalHarness]:
+    """The admin's harnesses, from settings.EXTERNAL_HARNESSES_JSON (TASKGEN_EXTERNAL_HARNESSES); ValueError says what
+    is wrong (checked once when Django starts: taskgen/startup.py)."""
+    return _harnesses_of(settings.EXTERNAL_HARNESSES_JSON, settings.EXTERNAL_HARNESS_SECONDS)
+
+
+@functools.lru_cache(maxsize=4)
+def _harnesses_of(text: str, default_timeout: int) -> dict[str, ExternalHarness]:
+    return external_harnesses_parse(text, default_timeout=default_timeout)
 
 
 def external_command(harness: ExternalHarness, *, tasks: Path, run_dir: Path, arm: str) -> list[str]:

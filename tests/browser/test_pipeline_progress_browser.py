@@ -67,11 +67,10 @@ def test_the_errors_come_with_the_failed_count_while_the_page_is_watched(admin_p
     from sandbox.catalog import sandbox_tasks
     from taskgen.engine.control import run_start
     from taskgen.engine.worker import work
-    from taskgen.harness.external import external_harnesses_parse
     from tests.test_external_harness import COMMAND
 
     monkeypatch.setattr("taskgen.engine.control.dispatch_on_commit", lambda pk, n: None)  # worked here, below
-    settings.EXTERNAL_HARNESSES = external_harnesses_parse(json.dumps({"mini": COMMAND}), default_timeout=60)
+    settings.EXTERNAL_HARNESSES_JSON, settings.EXTERNAL_HARNESS_SECONDS = json.dumps({"mini": COMMAND}), 60
     tasks = settings.DATA_ROOT / "live.jsonl"
     tasks.parent.mkdir(parents=True, exist_ok=True)
     tasks.write_text(json.dumps(sandbox_tasks()[0]) + "\n", encoding="utf-8")

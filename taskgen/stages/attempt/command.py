@@ -17,12 +17,12 @@ from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.engine.contract import StageParamsError
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.harness.agents import agent_names, agent_options_from, agent_reach_lines
 from taskgen.models import PipelineRun
 from taskgen.stages.attempt.service import attempt_result_words
-from taskgen.stages.contract import StageParamsError
 
 NAME = "attempt"
 HELP = "Run a tasks file's episodes in the browser harness (one work unit each) and import them as a run."

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.engine.contract import UnitFailed
 from taskgen.harness.agents import agent_label, external_harness_name
-from taskgen.harness.external import external_command, external_run
+from taskgen.harness.external import external_command, external_harnesses, external_run
 from taskgen.models import Episode, PipelineRun, Run, VerifierResult, WorkUnit
 from taskgen.stages.attempt.service import attempt_counts
-from taskgen.stages.contract import UnitFailed
 from taskgen.stages.import_.service import ImportFailed, ImportSummary, import_run_dir
 
 UNIT = "harness"  # the one unit of an external attempt
@@ -31,7 +31,7 @@ class HarnessFailed(RuntimeError):
 
 def _harness(agent: str):
     name = external_harness_name(agent)
-    harness = settings.EXTERNAL_HARNESSES.get(name)
+    harness = external_harnesses().get(name)
     if harness is None:
         raise HarnessFailed(f"no external harness {name!r} is configured (TASKGEN_EXTERNAL_HARNESSES)")
     return harness

@@ -19,6 +19,7 @@ from django.conf import settings
 from sandbox.seed import SITES
 from sandbox.sitemap import sitemaps_sync
 from taskgen.endings import ENDINGS
+from taskgen.engine.contract import StageParamsError
 from taskgen.harness.agents import (
     AgentError,
     agent_cannot,
@@ -32,7 +33,6 @@ from taskgen.harness.rundir import EpisodeRecord, episode_write
 from taskgen.harness.server import sandbox_base_url
 from taskgen.models import Episode, Run, Site, VerifierResult
 from taskgen.names import is_plain_name
-from taskgen.stages.contract import StageParamsError
 from taskgen.stages.import_.service import import_run_dir
 
 

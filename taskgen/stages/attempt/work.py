@@ -11,7 +11,10 @@ from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.engine.contract import StageParams, StageWork
+from taskgen.engine.stage_table import stage_register
 from taskgen.harness.agents import external_harness_name
+from taskgen.harness.external import external_harnesses
 from taskgen.harness.model_agent import agent_step_seconds
 from taskgen.models import PipelineRun, WorkUnit
 from taskgen.stages.attempt import external
@@ -25,7 +28,6 @@ from taskgen.stages.attempt.service import (
     attempt_start_check,
     attempt_tasks_read,
 )
-from taskgen.stages.contract import StageParams, StageWork
 
 
 @dataclass(frozen=True)
@@ -106,12 +108,12 @@ def _finish(pipeline_run: PipelineRun, params: AttemptParams, failed: int) -> di
     return summary
 
 
-ATTEMPT_WORK = StageWork(
+ATTEMPT_WORK = stage_register(StageWork(
     name=PipelineRun.Stage.ATTEMPT, check=attempt_params_check, read=AttemptParams.from_json, units=_units, do=_do,
     finish=_finish, queue="browser", batch=1, max_attempts=3,
     # one unit may run a browser episode or an external harness for its whole time limit: the worker's time limits
     # cover the longest (an episode's browser time, its agent's time, and the last step's model call past it)
     unit_seconds=max([settings.HARNESS_EPISODE_SECONDS + settings.AGENT_MODEL_SECONDS + agent_step_seconds() + 60,
-                      *(h.timeout_seconds for h in settings.EXTERNAL_HARNESSES.values())]),
+                      *(h.timeout_seconds for h in external_harnesses().values())]),
     nothing_to_do="nothing to attempt: the tasks file holds no tasks",
-)
+))

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.engine.contract import StageParamsError
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import Export, JudgeConfig, PipelineRun, Run
-from taskgen.stages.contract import StageParamsError
 from taskgen.stages.export.select import ExportError, export_judge_config_default, report_bytes
 from taskgen.stages.export.work import export_left_out_words
 from taskgen.stages.lookup import judge_config_find, run_find

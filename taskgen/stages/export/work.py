@@ -19,8 +19,9 @@ from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.engine.contract import StageParams, StageParamsError, StageWork
+from taskgen.engine.stage_table import stage_register
 from taskgen.models import Export, JudgeConfig, PipelineRun, Run
-from taskgen.stages.contract import StageParams, StageParamsError, StageWork
 from taskgen.stages.export.output import certificate_write, episode_write_dir, episodes_write, export_episodes
 from taskgen.stages.export.select import (
     ExportError,
@@ -154,9 +155,9 @@ def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dic
             "left_out": manifest_left_out_words(manifest)}
 
 
-EXPORT_WORK = StageWork(
+EXPORT_WORK = stage_register(StageWork(
     name=PipelineRun.Stage.EXPORT, check=export_params_check, read=ExportParams.from_json, units=_units, do=_do,
     finish=_finish, queue="default", batch=settings.EXPORT_BATCH, max_attempts=3, do_batch=_do_batch,
     nothing_to_do="nothing to export: no approved episode with rows in this run",
     run_of=lambda params: params.run,
-)
+))

@@ -7,10 +7,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from taskgen.engine.contract import StageParamsError
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import PipelineRun
-from taskgen.stages.contract import StageParamsError
 from taskgen.stages.import_.work import IMPORT_PROGRESS, IMPORT_WORK
 
 NAME = "import"

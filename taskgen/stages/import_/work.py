@@ -9,8 +9,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
+from taskgen.engine.contract import StageParams, StageParamsError, StageWork
+from taskgen.engine.stage_table import stage_register
 from taskgen.models import PipelineRun, WorkUnit
-from taskgen.stages.contract import StageParams, StageParamsError, StageWork
 from taskgen.stages.import_.service import ImportFailed, import_run_dir
 from taskgen.stages.import_.tasks_file import tasks_file_locate
 
@@ -58,7 +59,7 @@ def _finish(pipeline_run: PipelineRun, params: ImportParams, failed: int) -> dic
     return result
 
 
-IMPORT_WORK = StageWork(
+IMPORT_WORK = stage_register(StageWork(
     name=PipelineRun.Stage.IMPORT, check=import_params_check, read=ImportParams.from_json, units=lambda p: [UNIT],
     do=_do, finish=_finish, queue="default", batch=1, unit_seconds=3300,
-)
+))

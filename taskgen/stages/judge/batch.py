@@ -23,11 +23,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from taskgen.engine.contract import RetryLater
 from taskgen.judging import judgment_fields_of
 from taskgen.models import Episode, JudgeBatchJob, JudgeBatchRequest, JudgeConfig, Judgment, PipelineRun, WorkUnit
 from taskgen.providers import ProviderError
 from taskgen.providers.base import ProviderResult
-from taskgen.stages.contract import RetryLater
 from taskgen.stages.judge.service import _cost, _from_cache, judge_request_build, judgment_store
 
 log = logging.getLogger(__name__)

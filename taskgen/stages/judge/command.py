@@ -12,13 +12,14 @@ from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.concurrency import judge_threads_for
+from taskgen.engine.contract import NothingToDo
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.providers import provider_names
-from taskgen.stages.contract import NothingToDo
 from taskgen.stages.judge.images import POLICIES
-from taskgen.stages.judge.in_flight import calls_in_flight_choose, judge_threads_for
+from taskgen.stages.judge.in_flight import calls_in_flight_choose
 from taskgen.stages.judge.prompt import PromptFileError
 from taskgen.stages.judge.service import (
     JudgeError,

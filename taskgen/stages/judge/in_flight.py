@@ -47,8 +47,3 @@ def calls_in_flight_choose(limit: int | None) -> None:
     """Keep `limit` calls in flight in this process from now on (None: back to the setting)."""
     global _chosen
     _chosen = limit
-
-
-def judge_threads_for(calls: int) -> int:
-    """Threads that keep `calls` judge calls in flight: the calls plus a quarter of them (at least 2) preparing."""
-    return calls + max(2, calls // 4)

@@ -15,8 +15,8 @@ from django.db.models import F
 from django.utils import timezone
 from redis.exceptions import RedisError
 
+from taskgen.engine.contract import RetryLater
 from taskgen.models import JudgeRateWindow
-from taskgen.stages.contract import RetryLater
 
 
 @functools.lru_cache(maxsize=4)

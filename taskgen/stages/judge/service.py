@@ -19,6 +19,7 @@ from django.db import IntegrityError, OperationalError, connection, transaction
 
 from taskgen.blobs import blob_path
 from taskgen.db_connections import connections_renew
+from taskgen.engine.contract import RetryLater
 from taskgen.judging import VERDICTS, judgment_fields_of, unsupported_citations_count
 from taskgen.models import Episode, JudgeAnswer, JudgeConfig, Judgment, Run
 from taskgen.providers import (
@@ -34,7 +35,6 @@ from taskgen.providers import (
 from taskgen.providers.pricing import model_cost_usd
 from taskgen.providers.retry import call_with_retries, retry_delay  # noqa: F401 (retry_delay: the judge's rule too)
 from taskgen.providers.rules import VERSION as RULES_VERSION
-from taskgen.stages.contract import RetryLater
 from taskgen.stages.judge import images as judge_images
 from taskgen.stages.judge.evidence import Evidence, evidence_for_episode
 from taskgen.stages.judge.in_flight import calls_in_flight

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from taskgen.engine.contract import NothingToDo, StageParams, StageParamsError, StageWork
+from taskgen.engine.stage_table import stage_register
 from taskgen.models import Episode, JudgeConfig, PipelineRun, Run
-from taskgen.stages.contract import NothingToDo, StageParams, StageParamsError, StageWork
 from taskgen.stages.judge.batch import judge_batch_unit
 from taskgen.stages.judge.service import JudgeError, episodes_to_judge, judge_config_for, judge_episode, judge_summary
 
@@ -70,7 +71,7 @@ def _finish(pipeline_run: PipelineRun, params: JudgeParams, failed: int) -> dict
     return judge_summary(run=run, config=config, errors=failed)
 
 
-JUDGE_WORK = StageWork(
+JUDGE_WORK = stage_register(StageWork(
     name=PipelineRun.Stage.JUDGE, check=judge_params_check, read=JudgeParams.from_json, units=_units, do=_do,
     finish=_finish, queue="judge", batch=1, batch_of=lambda params: BATCH_LEASE if params.batch else 1,
     max_attempts=settings.JUDGE_MAX_ATTEMPTS,
@@ -78,4 +79,4 @@ JUDGE_WORK = StageWork(
     workers=2 * settings.JUDGE_THREADS,
     nothing_to_do="nothing to judge: every recorded episode of the run has a verdict under this judge",
     run_of=lambda params: params.run,
-)
+))

@@ -21,9 +21,10 @@ from typing import BinaryIO
 
 from django.conf import settings
 
+from taskgen.engine.contract import RetryLater, StageParams, StageParamsError, StageWork
+from taskgen.engine.stage_table import stage_register
 from taskgen.labels.backup import KINDS
 from taskgen.models import LabelRestoreLine, PipelineRun, WorkUnit
-from taskgen.stages.contract import RetryLater, StageParams, StageParamsError, StageWork
 from taskgen.stages.labels.check import lines_check, lines_verify
 from taskgen.stages.labels.write import bucket_write
 
@@ -153,7 +154,7 @@ def _finish(pipeline_run: PipelineRun, params: LabelsRestoreParams, failed: int)
     return result
 
 
-LABELS_RESTORE_WORK = StageWork(
+LABELS_RESTORE_WORK = stage_register(StageWork(
     name=PipelineRun.Stage.LABELS, check=labels_restore_params_check, read=LabelsRestoreParams.from_json,
     units=_units, do=_do, finish=_finish, queue="default", batch=1, unit_seconds=1800,
-)
+))

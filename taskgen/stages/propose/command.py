@@ -10,11 +10,11 @@ import argparse
 import json
 from pathlib import Path
 
+from taskgen.engine.contract import StageParamsError
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import PipelineRun
 from taskgen.providers import provider_names
-from taskgen.stages.contract import StageParamsError
 from taskgen.stages.propose.context import ContextError
 from taskgen.stages.propose.rules import LABEL as RULES_LABEL
 from taskgen.stages.propose.sites import external_site_register

@@ -125,21 +125,18 @@ PageReader = Callable[[str], str]
 
 
 def sandbox_reader() -> tuple[PageReader, Callable[[], None]]:
-    """Render sandbox pages in this process, in a throwaway session (reading changes nothing); and its cleanup."""
-    from django.test import Client
-
-    from sandbox.evidence import COOKIE
+    """Read sandbox pages in this process (sandbox/pages.py), in a throwaway session (reading changes nothing); and
+    its cleanup."""
     from sandbox.models import SandboxSession
+    from sandbox.pages import PageUnreadable, page_read
 
     session = SandboxSession.objects.create(label="propose: site context")
-    client = Client(HTTP_HOST="127.0.0.1")
-    client.cookies[COOKIE] = session.token
 
     def read(path: str) -> str:
-        response = client.get(path, follow=True)
-        if response.status_code != 200:
-            raise ContextError(f"HTTP {response.status_code}")
-        return response.content.decode("utf-8", errors="replace")
+        try:
+            return page_read(path, token=session.token)
+        except PageUnreadable as exc:
+            raise ContextError(str(exc)) from None
 
     return read, session.delete
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
+from taskgen.engine.contract import RetryLater
 from taskgen.models import PipelineRun, ProposalBatch, Site, Task
 from taskgen.providers import ProviderError, ProviderRequest, provider_for
-from taskgen.stages.contract import RetryLater
 from taskgen.stages.propose import rules
 from taskgen.stages.propose.context import SiteContext, site_context_build, sitemap_of
 from taskgen.stages.propose.keep import (

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from taskgen.engine.contract import RetryLater, StageParams, StageParamsError, StageWork
+from taskgen.engine.stage_table import stage_register
 from taskgen.engine.units import OPEN
 from taskgen.models import PipelineRun, ProposalBatch, Site, Task, WorkUnit
 from taskgen.prompt_files import PromptFileError
 from taskgen.providers import provider_check, provider_default_model, provider_missing
-from taskgen.stages.contract import RetryLater, StageParams, StageParamsError, StageWork
 from taskgen.stages.paths import PathError, path_under_data_root
 from taskgen.stages.propose.context import ContextError, sitemap_of
 from taskgen.stages.propose.prompt import propose_prompt
@@ -183,9 +184,9 @@ def _write_out(pipeline_run: PipelineRun, params: ProposeParams, sites: list[Sit
                for site in sites if site.slug not in already)
 
 
-PROPOSE_WORK = StageWork(
+PROPOSE_WORK = stage_register(StageWork(
     name=PipelineRun.Stage.PROPOSE, check=propose_params_check, read=ProposeParams.from_json, units=_units, do=_do,
     finish=_finish, queue="judge",  # the queue of model calls (a threads pool in production)
     batch=1, max_attempts=settings.PROPOSE_MAX_ATTEMPTS,
     nothing_to_do="nothing to propose: every site asked for is done already",
-)
+))

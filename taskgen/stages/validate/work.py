@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from taskgen.engine.contract import StageParams, StageParamsError, StageWork
+from taskgen.engine.stage_table import stage_register
 from taskgen.models import JudgeConfig, PipelineRun, Run, WorkUnit
-from taskgen.stages.contract import StageParams, StageParamsError, StageWork
 from taskgen.stages.validate.service import validate_compute
 
 UNIT = "report"
@@ -48,7 +49,7 @@ def _finish(pipeline_run: PipelineRun, params: ValidateParams, failed: int) -> d
     return (unit or {}).get("result") or {"error": (unit or {}).get("last_error", "")}
 
 
-VALIDATE_WORK = StageWork(
+VALIDATE_WORK = stage_register(StageWork(
     name=PipelineRun.Stage.VALIDATE, check=validate_params_check, read=ValidateParams.from_json,
     units=lambda p: [UNIT], do=_do, finish=_finish, queue="default", batch=1, unit_seconds=1800,
-)
+))
