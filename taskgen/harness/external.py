@@ -1,4 +1,4 @@
-"""The user's own harness: an admin-configured command template (settings.EXTERNAL_HARNESSES, from the JSON of
+"""The user's own harness: an admin-configured command template (settings.EXTERNAL_HARNESSES_JSON, the JSON of
 TASKGEN_EXTERNAL_HARNESSES; never editable from a page) run on a tasks file, writing a reference run dir.
 
 The template is split like a shell line first (shlex) and each piece filled in afterwards, so a path with spaces or
