@@ -101,7 +101,11 @@ def test_a_worker_stuck_in_warm_shutdown_and_its_children_are_gone_within_the_bo
     try:
         child = int(stuck.stdout.readline())
         assert child in _group_members(stuck.pid)
+        started = time.monotonic()
         seconds = servers_stop([Server("worker", stuck, log)])
+        # SIGKILL reaches the child when the kernel next schedules it (late on a loaded machine): within the bound
+        while _group_members(stuck.pid) and time.monotonic() - started < STOP_SECONDS + 0.5:
+            time.sleep(0.02)
     finally:
         if stuck.poll() is None:
             os.killpg(stuck.pid, signal.SIGKILL)
