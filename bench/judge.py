@@ -15,6 +15,7 @@ distinct: bench/real_screens.py), imported, then judged by the gemini judge on t
     `make demo` and docker-compose start it (thread pool, settings.JUDGE_THREADS), its rate beside --workers'.
 
     .venv/bin/python bench/judge.py [--episodes 560] [--concurrency 16] [--latency 0.3] [--processes 1,2] [--celery]
+        [--reference]   # also the reference's own `judge` on the same run dir (bench/judge_reference.py)
 """
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--profile", type=int, default=60, help="episodes judged one at a time under cProfile")
     parser.add_argument("--full-sample", type=int, default=30, help="episodes also judged with full-size images")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
+    parser.add_argument("--reference", action="store_true",
+                        help="also judge the run dir with the reference's own `judge` (its shim), side by side")
     parser.add_argument("--celery", action="store_true",
                         help="also judge the run with a real Celery worker of the judge queue (needs REDIS_URL)")
     return parser.parse_args()
@@ -288,7 +291,7 @@ def main() -> None:
             profiled = judge_config_for("gemini", "bench-profile", None, args.policy)
             _profile(ids[: args.profile], profiled.pk)
             config = judge_config_for("gemini", None, None, args.policy)
-            rates = []
+            rates, cpu_ms = [], 0.0
             for n, processes in enumerate(int(p) for p in args.processes.split(",")):
                 judged_by = config if n == 0 else judge_config_for("gemini", f"bench-{processes}p", None, args.policy)
                 fake_before = _process_cpu(fake.pid)
@@ -296,6 +299,7 @@ def main() -> None:
                 fake_cpu = _process_cpu(fake.pid) - fake_before
                 judged = Judgment.objects.filter(config=judged_by).exclude(verdict="NONE").count()
                 rates.append((processes, _report(args, processes, judged, total, wall, cpu)))
+                cpu_ms = cpu_ms or cpu * 1000 / total
                 print(f"  calls in flight        at most {_peak_in_flight(url)} at once at the fake so far "
                       f"(the limit: {processes} x {args.concurrency})")
                 print(f"  the fake's CPU         {fake_cpu * 1000 / total:.1f} ms per judgment (Python parsing each "
@@ -303,6 +307,8 @@ def main() -> None:
             for processes, rate in rates[1:]:
                 print(f"{processes} processes            {rate / rates[0][1]:.2f}x the rate of {rates[0][0]} "
                       f"(target 1.8x for 2 when one is CPU-bound)")
+            if args.reference:
+                _reference(args, url, rates[0][1], cpu_ms)
             if args.celery:
                 _celery_run(args, run, url, Path(tmp), rates[0][1])
             sample = ids[: args.full_sample]
@@ -314,6 +320,19 @@ def main() -> None:
         policy_tokens, full_tokens = _image_tokens(config, sample), _image_tokens(full, sample)
         print(f"image tokens per episode `{args.policy}` {policy_tokens:,.0f} vs full-size {full_tokens:,.0f} "
               f"({1 - policy_tokens / max(1, full_tokens):.0%} fewer; target 40%)")
+
+
+def _reference(args, url: str, app_rate: float, app_cpu_ms: float) -> None:
+    from bench.judge_reference import reference_judge
+    from bench.real_screens import corpus_run_dir, harness_run_dir
+
+    got = reference_judge(run_dir=corpus_run_dir(harness_run_dir(), WORK, episodes=args.episodes), base_url=url,
+                          workers=args.concurrency)
+    ideal = args.concurrency / args.latency
+    print(f"reference `judge`        {got['episodes']} episodes in {got['wall_s']} s, {got['rate']}/s "
+          f"({got['rate'] / ideal:.1%} of the ideal), {got['cpu_ms_per_judgment']} ms CPU per judgment ({load()})")
+    print(f"  the app beside it      {app_rate / got['rate']:.2f}x its throughput, "
+          f"{got['cpu_ms_per_judgment'] / app_cpu_ms:.2f}x less CPU per judgment (targets: 5x less, 12 ms at most)")
 
 
 def _celery_run(args, run, url: str, tmp: Path, rate_here: float) -> None:

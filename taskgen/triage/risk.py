@@ -155,7 +155,24 @@ def risk_sets(episodes: QuerySet[Episode], config_id: int | None, *, correlated:
     `correlated` for a few thousand known episodes (an export's chunk), where hashing every judgment of the
     database for each risk costs more than looking each episode up."""
     conditions = risk_conditions(config_id, correlated=correlated)
+    if not correlated:
+        conditions |= _disagreements_as_joins(config_id)
     return {name: set(episodes.filter(conditions[name]).order_by().values_list("pk", flat=True)) for name in RISK_NAMES}
+
+
+def _disagreements_as_joins(config_id: int | None) -> dict[str, Q]:
+    """The two disagreement risks (as `risk_conditions` states them) as one `id IN (a join)` each, for reading a
+    whole run's sets: stated as an OR of `id IN (...)`, PostgreSQL cannot join them, and a set larger than work_mem
+    cannot be hashed either, so each episode scanned the other set in full (a run of a million episodes: a query of
+    over fifteen minutes); a join of the judgments with the other configs' or the verifier's is one hash join."""
+    mine = Judgment.objects.filter(config_id=config_id) if config_id else Judgment.objects.all()
+    # the opposite verdict is another config's: an episode has one judgment per config
+    judges = mine.filter(Q(verdict=YES, episode__judgments__verdict=NO) | Q(
+        verdict=NO, episode__judgments__verdict=YES))
+    verifier = mine.filter(Q(verdict=YES, episode__verifier_result__ok=False) | Q(
+        verdict=NO, episode__verifier_result__ok=True))
+    return {"judges_disagree": Q(pk__in=judges.values("episode_id")),
+            "verifier_disagrees": Q(pk__in=verifier.values("episode_id"))}
 
 
 def risk_stratum(episode_id: int, sets: dict[str, set[int]]) -> str:

@@ -29,6 +29,7 @@ from taskgen.stages.export.select import Selection, export_select
 from taskgen.triage.risk import STRATA, risk_sets, risk_stratum
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+MANY = 10_000  # episodes of one run whose final labels are read as the run's, not listed one by one
 
 
 def design_seed(*, run: Run, judge_config: JudgeConfig, user=None) -> int:
@@ -71,7 +72,7 @@ def _truth(verdict: str, adjudicated: bool) -> bool | None:
     return None
 
 
-def label_truths(episode_ids: set[int], *, min_reviewer_accuracy: float | None = None
+def label_truths(episode_ids: set[int], *, min_reviewer_accuracy: float | None = None, run: Run | None = None
                  ) -> dict[int, tuple[bool | None, str]]:
     """Each labelled episode's truth and final verdict, from its final label; with `min_reviewer_accuracy`, from the
     final-label rule over the labels of reviewers at or above that accuracy on known-truth checks only
@@ -81,8 +82,10 @@ def label_truths(episode_ids: set[int], *, min_reviewer_accuracy: float | None =
         trusted = final_verdicts_trusted(episode_ids=sorted(episode_ids), accuracy=min_reviewer_accuracy)
         return {pk: (_truth(verdict, verdict != LabelVerdict.UNSURE), verdict) for pk, verdict in trusted.items()
                 if verdict is not None}
-    rows = FinalLabel.objects.filter(episode_id__in=episode_ids).values_list("episode_id", "verdict", "adjudicated")
-    return {pk: (_truth(verdict, adjudicated), verdict) for pk, verdict, adjudicated in rows}
+    rows = FinalLabel.objects.filter(episode_id__in=episode_ids) if run is None or len(episode_ids) < MANY else \
+        FinalLabel.objects.filter(episode__run=run)  # the run's labels, not an IN list of half a million ids
+    rows = rows.values_list("episode_id", "verdict", "adjudicated")
+    return {pk: (_truth(verdict, adjudicated), verdict) for pk, verdict, adjudicated in rows if pk in episode_ids}
 
 
 @dataclass
@@ -133,10 +136,12 @@ def design_build(*, selection: Selection, seed: int, context: SelectContext | No
 def judged_design(*, run: Run, judge_config: JudgeConfig, seed: int) -> Design:
     """The design over every episode of the run the config judged a success (what validate measures: no export
     rule leaves any out), in the same strata and the same order as the Certify queue's."""
-    judged = list(Judgment.objects.filter(episode__run=run, config=judge_config, verdict=Judgment.Verdict.SUCCESS)
-                  .order_by("episode_id").values_list("episode_id", flat=True))
+    successes = Judgment.objects.filter(episode__run=run, config=judge_config, verdict=Judgment.Verdict.SUCCESS)
+    judged = list(successes.order_by("episode_id").values_list("episode_id", flat=True))
     selection = Selection(run=run, source="judge", judge_config=judge_config, budget=0)
-    return _design(selection=selection, seed=seed, population=judged, frame=judged)
+    # the risks read over the run's judged successes as a subquery, not as a list of their ids (half a million)
+    sets = risk_sets(Episode.objects.filter(pk__in=successes.values("episode_id")), judge_config.pk) if judged else {}
+    return _design(selection=selection, seed=seed, population=judged, frame=judged, sets=sets)
 
 
 def _design(*, selection: Selection, seed: int, population: list[int], frame: list[int],
@@ -146,7 +151,7 @@ def _design(*, selection: Selection, seed: int, population: list[int], frame: li
     if sets is None:
         sets = risk_sets(Episode.objects.filter(pk__in=everyone), config_id) if everyone else {}
     stratum_of = {pk: risk_stratum(pk, sets) for pk in everyone}
-    truths = label_truths(everyone, min_reviewer_accuracy=min_reviewer_accuracy)
+    truths = label_truths(everyone, min_reviewer_accuracy=min_reviewer_accuracy, run=selection.run)
     orders = [in_design_order(seed, [pk for pk in frame if stratum_of[pk] == name]) for name in STRATA]
     seen = [[truths.get(pk, (None, ""))[0] for pk in order] for order in orders]
     counts, _ = design_walk(seen)
