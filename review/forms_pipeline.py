@@ -13,6 +13,7 @@ from taskgen.harness.agents import (
     agent_reach_lines,
 )
 from taskgen.models import Export, JudgeConfig, Run, Site
+from taskgen.names import PLAIN_NAME_MAX, PLAIN_NAME_RULE
 from taskgen.providers import provider_choices
 from taskgen.stages.export.select import (
     ExportError,
@@ -84,7 +85,8 @@ class AttemptForm(StageForm):
     agent = forms.ChoiceField(choices=agent_choices, initial="scripted",
                               help_text="A model agent needs its provider: GEMINI_API_KEY, or an OpenAI-compatible "
                                         "server (OPENAI_BASE_URL or the URL below).")
-    name = forms.CharField(label="Run name", max_length=200, help_text="A new plain name: letters, digits, - _ .")
+    name = forms.CharField(label="Run name", max_length=PLAIN_NAME_MAX,
+                           help_text=f"A new plain name: {PLAIN_NAME_RULE}.")
     mistakes = forms.FloatField(label="Mistake rate (scripted agent)", min_value=0, max_value=1, initial=0.3)
     seed = forms.IntegerField(initial=0)
     limit = forms.IntegerField(label="At most this many tasks", required=False, min_value=1)
@@ -99,7 +101,7 @@ class AttemptForm(StageForm):
                                         ("yes", "send them (the model takes images)"),
                                         ("no", "text only (the model takes no images)")])
 
-    arm = forms.CharField(label="Arm (external harness)", max_length=100, required=False, initial="base",
+    arm = forms.CharField(label="Arm (external harness)", max_length=PLAIN_NAME_MAX, required=False, initial="base",
                           help_text="Passed to the harness command as {arm}.")
 
     def __init__(self, *args, **kwargs) -> None:

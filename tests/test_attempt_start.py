@@ -77,7 +77,7 @@ def test_a_run_name_is_used_once(tasks_file):
 @pytest.mark.parametrize(("text", "message"), [
     ("", "holds no tasks"),
     ("{not json\n", "line 1 is not JSON"),
-    ('{"task_id": "a/b", "site": "shop", "instruction": "x"}\n', "plain task_id"),
+    ('{"task_id": "a/b", "site": "shop", "instruction": "x"}\n', "task_id 'a/b' is not a plain name"),
     ('{"task_id": "t1", "instruction": "x"}\n', "needs a site and an instruction"),
     ('{"task_id": "t1", "site": "s", "instruction": "x"}\n{"task_id": "t1", "site": "s", "instruction": "y"}\n',
      "appears twice"),

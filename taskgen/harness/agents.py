@@ -21,6 +21,7 @@ from taskgen.harness.external import external_harnesses
 from taskgen.harness.model_agent import ModelAgent
 from taskgen.harness.observe import Observation
 from taskgen.harness.rules_agent import RULES, RULES_NAME, RulesAgent
+from taskgen.names import NotPlainName, plain_name_check
 from taskgen.providers import provider_choices, provider_default_model, provider_missing, provider_names
 
 SCRIPTED_NAME = "scripted (simulation)"
@@ -196,10 +197,10 @@ def _external_options_check(options: dict) -> dict:
     unknown = sorted(set(options) - {"arm"})
     if unknown:
         raise AgentError(f"unknown option(s) {', '.join(unknown)} for an external harness: it takes an arm only")
-    arm = options.get("arm", "base")
-    if not isinstance(arm, str) or not arm or not all(c.isalnum() or c in "-_." for c in arm):
-        raise AgentError("the arm is a plain name (letters, digits, - _ .), e.g. base")
-    return {"arm": arm}
+    try:
+        return {"arm": plain_name_check(options.get("arm", "base"), what="the arm")}
+    except NotPlainName as exc:
+        raise AgentError(f"{exc}, e.g. base") from exc
 
 
 def agent_options_from(values: dict) -> dict:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from taskgen.names import plain_name_check
+
 PLACEHOLDERS = ("tasks", "run_dir", "arm")
 TAIL_LINES = 40
 LOG_CAP_BYTES = 50 * 1024 * 1024  # a harness printing without end fills no disk: the tail is kept anyway
@@ -87,8 +89,7 @@ def external_harnesses_parse(text: str, *, default_timeout: int) -> dict[str, Ex
     if not isinstance(raw, dict):
         raise ValueError("a JSON object of name: command")
     for name in raw:
-        if not name or not all(c.isalnum() or c in "-_." for c in name):
-            raise ValueError(f"harness name {name!r}: use letters, digits, - _ .")
+        plain_name_check(name, what="the harness name")  # NotPlainName is a ValueError
     return {name: _one(name, value, default_timeout) for name, value in raw.items()}
 
 

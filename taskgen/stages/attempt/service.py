@@ -32,7 +32,7 @@ from taskgen.harness.episode import episode_run
 from taskgen.harness.rundir import EpisodeRecord, episode_write
 from taskgen.harness.server import sandbox_base_url
 from taskgen.models import Episode, Run, Site, VerifierResult
-from taskgen.names import is_plain_name
+from taskgen.names import NotPlainName, plain_name_check
 from taskgen.stages.import_.service import import_run_dir
 
 
@@ -69,8 +69,12 @@ def _task_line(line: str, number: int) -> dict:
         task = json.loads(line)
     except json.JSONDecodeError as exc:
         raise AttemptError(f"line {number} is not JSON: {exc}") from exc
-    if not isinstance(task, dict) or not is_plain_name(task.get("task_id")):
+    if not isinstance(task, dict):
         raise AttemptError(f"line {number}: needs a JSON object with a plain task_id")
+    try:
+        plain_name_check(task.get("task_id"), what="the task_id")
+    except NotPlainName as exc:
+        raise AttemptError(f"line {number}: {exc}") from exc
     if not task.get("site") or not task.get("instruction"):
         raise AttemptError(f"line {number}: task {task['task_id']} needs a site and an instruction")
     return task
@@ -89,8 +93,10 @@ def attempt_start_check(*, agent: str, name: str, mistakes: float, agent_options
         agent_options_check(name=agent, options=agent_options or {})
     except AgentError as exc:
         raise AttemptError(str(exc)) from exc
-    if not is_plain_name(name):
-        raise AttemptError("the run name must be a plain name (letters, digits, - _ .), not a path")
+    try:
+        plain_name_check(name, what="the run name")
+    except NotPlainName as exc:
+        raise AttemptError(str(exc)) from exc
     if not 0.0 <= mistakes <= 1.0:
         raise AttemptError("the mistake rate must be between 0 and 1")
     if Run.objects.filter(name=name).exists() or attempt_run_dir(name).exists():

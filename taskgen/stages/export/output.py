@@ -19,7 +19,7 @@ from django.conf import settings
 
 from taskgen.blobs import blob_path, blob_path_of
 from taskgen.models import Blob, Episode, Export
-from taskgen.names import is_plain_name
+from taskgen.names import PLAIN_NAME_RULE, is_plain_name
 from taskgen.stages.export.select import (
     CERTIFICATE_FILE,
     ExportError,
@@ -37,7 +37,7 @@ GZIP_LEVEL = 1
 def safe_name(name: str) -> str:
     """A file or folder name from imported data, refused when it could climb out of the export folder."""
     if not is_plain_name(name):
-        raise ExportError(f"{name!r} is not a safe file name for an export")
+        raise ExportError(f"{name[:80]!r} is not a safe file name for an export ({PLAIN_NAME_RULE})")
     return name
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from django.conf import settings
 
-from taskgen.names import is_plain_name
+from taskgen.names import NotPlainName, plain_name_check
 
-# A task id names a folder: letters, digits, _ . - only, not starting with a dot (no "..", no hidden names).
+# A task id names a folder: the plain-name rule of taskgen/names.py.
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,11 @@ class FileSkipped(Exception):
 
 
 def check_plain_name(value: object) -> str:
-    if not is_plain_name(value):
-        raise FileSkipped(f"task id {str(value)[:80]!r} is not a plain name (letters, digits, _ . - only)")
-    return value
+    """A task id read from a file, skipped (FileSkipped) when it is not a plain name (taskgen/names.py)."""
+    try:
+        return plain_name_check(value, what="task id")
+    except NotPlainName as exc:
+        raise FileSkipped(str(exc)) from exc
 
 
 def inside(path: Path, root: Path) -> Path:

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from taskgen.models import Episode, Run
-from taskgen.names import is_plain_name
+from taskgen.names import PLAIN_NAME_RULE, is_plain_name
 from taskgen.stages.import_.episode import PreparedEpisode, episode_prepare, episode_save, episodes_save
 from taskgen.stages.import_.files import ImportFailed, Skip
 from taskgen.stages.import_.results import judgments_import, verifier_results_import
@@ -87,7 +87,7 @@ def _episode_folders(run_dir: Path, task_set: TaskSet, base: Path, summary: Impo
         if path.name.startswith(".") or not path.is_dir():
             continue
         if not is_plain_name(path.name):
-            summary.skipped.append(Skip(_shown(path, base), "folder name is not a plain task id"))
+            summary.skipped.append(Skip(_shown(path, base), f"folder name is not a plain task id ({PLAIN_NAME_RULE})"))
         elif path.name not in task_set.tasks:
             summary.skipped.append(Skip(_shown(path, base), "no line for this task id in the tasks file"))
         else:

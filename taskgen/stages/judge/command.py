@@ -17,6 +17,7 @@ from taskgen.engine.contract import NothingToDo
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import Judgment, PipelineRun, Run
+from taskgen.names import PLAIN_NAME_RULE, is_plain_name
 from taskgen.providers import provider_names
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.in_flight import calls_in_flight_choose
@@ -74,11 +75,10 @@ def _write_dir(run: Run, config, out: Path, stderr) -> int:
     count = 0
     for judgment in judged.select_related("episode__task", "config"):
         record = judgment_reference_record(judgment)
-        name = f"{record['task_id']}.json"
-        if "/" in name or "\\" in name or name.startswith("."):  # a task id is data: it must not pick the folder
-            stderr.write(f"skipped task id {record['task_id']!r}: not usable as a file name")
+        if not is_plain_name(record["task_id"]):  # a task id is data: it must not pick the folder
+            stderr.write(f"skipped task id {record['task_id'][:80]!r}: not a plain name ({PLAIN_NAME_RULE})")
             continue
-        (out / name).write_text(json.dumps(record, indent=1, ensure_ascii=False))
+        (out / f"{record['task_id']}.json").write_text(json.dumps(record, indent=1, ensure_ascii=False))
         count += 1
     return count
 

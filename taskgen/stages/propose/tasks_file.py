@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from taskgen.models import Task
+from taskgen.names import plain_name_check
 from taskgen.stages.paths import data_root
 from taskgen.stages.propose.keep import tasks_jsonl_line
-
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.]{0,150}")
 
 
 def task_reference_record(task: Task) -> dict:
@@ -64,8 +62,7 @@ def reviewed_tasks(*, sites: list[str], include_all: bool = False):
 def reviewed_tasks_file_write(*, sites: list[str], include_all: bool, name: str) -> Path:
     """Write the sites' approved tasks (see `reviewed_tasks`) as DATA_ROOT/approved/<name>.jsonl for an attempt
     run; ValueError when there are none."""
-    if not _PLAIN_NAME.fullmatch(name):
-        raise ValueError(f"the run name {name[:80]!r} is not a plain name: letters, digits, - _ .")
+    plain_name_check(name, what="the run name")  # NotPlainName is a ValueError
     tasks = reviewed_tasks(sites=sites, include_all=include_all)
     if not tasks:
         which = "not dropped" if include_all else "approved"
