@@ -83,20 +83,21 @@ def test_an_import_that_failed_is_resumed_and_imports_the_run(tmp_path, monkeypa
 
 def test_an_import_killed_midway_is_resumed_and_adds_only_what_is_missing(tmp_path, monkeypatch):
     run_dir = build_run(tmp_path, ["shop-a", "shop-b", "shop-c"])
-    real_save, saved = importer.episode_save, []
+    real_save, saved = importer.episodes_save, []
 
     def killed_at_the_second(**kwargs):
         if len(saved) == 1:
             raise KeyboardInterrupt  # the process dies: nothing of the engine's runs after it
         saved.append(real_save(**kwargs))
 
-    monkeypatch.setattr(importer, "episode_save", killed_at_the_second)
+    monkeypatch.setattr(importer, "SAVE_BATCH", 1)  # one episode a transaction: the kill falls between two
+    monkeypatch.setattr(importer, "episodes_save", killed_at_the_second)
     with pytest.raises(KeyboardInterrupt):
         _taskgen("import", str(run_dir))
     pipeline_run = PipelineRun.objects.get(stage="import")
     assert pipeline_run.status == "running" and pipeline_run.units.get().status == "running"
     assert Episode.objects.count() == 1
-    monkeypatch.setattr(importer, "episode_save", real_save)
+    monkeypatch.setattr(importer, "episodes_save", real_save)
     _lease_ran_out(pipeline_run)
     assert _taskgen("resume", str(pipeline_run.pk), "--workers", "1")[0] == 0
     pipeline_run.refresh_from_db()

@@ -171,9 +171,9 @@ def test_the_run_table_filters_and_sorts_from_its_controls(page, live_server):
     page.click("th a[data-sort=verdict]")
     page.wait_for_load_state()
     assert shown() == ["t-2", "t-5", "t-1", "t-3", "t-4"] and "sort=verdict" in page.url
-    page.click("th a[data-sort=verdict]")  # a second click sorts the other way
+    page.click("th a[data-sort=verdict]")  # a second click sorts the other way: the ascending order read backwards
     page.wait_for_load_state()
-    assert shown() == ["t-1", "t-3", "t-4", "t-2", "t-5"] and "sort=-verdict" in page.url
+    assert shown() == ["t-4", "t-3", "t-1", "t-5", "t-2"] and "sort=-verdict" in page.url
     page.click("th a[data-sort=agreement]")
     page.wait_for_load_state()
     assert shown()[:3] == ["t-1", "t-4", "t-2"]  # the judge's mistakes first: false positives, then negatives
