@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -15,6 +16,8 @@ from pathlib import Path
 from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini
 
 ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "var" / "bench" / "seed_scale"
+JUDGE_IN_FLIGHT = 16
 TICK = os.sysconf("SC_CLK_TCK")
 NOT_SUCCESS = {"parts": [{"part": "the whole task", "done": False, "evidence": "fake server: not done"}],
                "verdict": "NOT SUCCESS"}
@@ -152,7 +155,6 @@ class Stages:
         return pipeline_run
 
     def propose(self, slugs: list[str]) -> None:
-        from bench.seed_scale import JUDGE_IN_FLIGHT, ideal_seconds
         from taskgen.engine.control import run_start
         from taskgen.models import PipelineRun
 
@@ -193,7 +195,6 @@ class Stages:
               flush=True)
 
     def judge(self) -> None:
-        from bench.seed_scale import JUDGE_IN_FLIGHT, ideal_seconds
         from taskgen.engine.control import run_start
         from taskgen.models import PipelineRun, Run
 
@@ -207,7 +208,6 @@ class Stages:
         self.config_id = pipeline_run.params["config_id"]
 
     def export(self) -> None:
-        from bench.seed_scale import WORK
         from taskgen.engine.control import run_start
         from taskgen.models import PipelineRun, Run
 
@@ -221,3 +221,8 @@ class Stages:
 
         self._measure("export", lambda: run_start(stage=PipelineRun.Stage.EXPORT, params=params),
                       lambda calls: 0.0, where)
+
+
+def ideal_seconds(calls: int, latency: float, in_flight: int) -> float:
+    """The fakes' floor: calls in waves of `in_flight`, each wave one latency."""
+    return math.ceil(calls / in_flight) * latency if calls else 0.0

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -36,9 +35,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-WORK = ROOT / "var" / "bench" / "seed_scale"
+from bench.seed_parts import WORK  # noqa: E402 (the checkout on the path first)
+
 TARGET_MINUTES = 15
-JUDGE_IN_FLIGHT = 16
 
 
 def _args() -> argparse.Namespace:
@@ -143,10 +142,6 @@ def main() -> int:
         print(json.dumps({"total_s": round(total, 1), "stages": stages.figures}, indent=1))
     return 0
 
-
-def ideal_seconds(calls: int, latency: float, in_flight: int) -> float:
-    """The fakes' floor: calls in waves of `in_flight`, each wave one latency."""
-    return math.ceil(calls / in_flight) * latency if calls else 0.0
 
 
 if __name__ == "__main__":

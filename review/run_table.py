@@ -14,28 +14,21 @@ from operator import or_
 from django.db.models import Case, F, FilteredRelation, IntegerField, Q, QuerySet, Value, When
 from django.db.models.functions import Left
 
-from review.run_table_groups import GROUPED_SORTS, cells_answer, cells_filtered, page_by_groups, run_cells, sort_groups
-from taskgen.models import INSTRUCTION_SORT_CHARS, Episode, Judgment, LabelVerdict, Run
+from review.run_table_groups import (
+    GROUPED_SORTS,
+    cells_answer,
+    cells_filtered,
+    line_order,
+    page_by_groups,
+    run_cells,
+    sort_groups,
+)
+from taskgen.models import INSTRUCTION_SORT_CHARS, Episode, Run
+from taskgen.triage.agreement import AGREEMENT, LABEL_NS, LABEL_S, UNKNOWN
 from taskgen.triage.filters import EpisodeFilter, FilterError, condition
 from taskgen.triage.risk import risk_rank
 
-S, NS = Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS
-
-# Agreement of the judge with the truth there is: the final human label when it decided, else the verifier. Each row:
-# its words, where the truth comes from, and the (judge verdict, truth) pairs it holds; the first row that holds wins
-# (a decided final label is read before the verifier). One rule, two readers: the table's SQL (`_agreement`) and the
-# summary's cells (`agreement_of`).
-LABEL_S, LABEL_NS = LabelVerdict.SUCCESS, LabelVerdict.NOT_SUCCESS
-AGREEMENT = (
-    ("false positive (final label)", "final", ((S, LABEL_NS),)),
-    ("false positive (verifier)", "verifier", ((S, False),)),
-    ("false negative (final label)", "final", ((NS, LABEL_S),)),
-    ("false negative (verifier)", "verifier", ((NS, True),)),
-    ("agrees with the final label", "final", ((S, LABEL_S), (NS, LABEL_NS))),
-    ("agrees with the verifier", "verifier", ((S, True), (NS, False))),
-)
 _DECIDED_FINAL = Q(final_label__verdict__in=[LABEL_S, LABEL_NS])
-UNKNOWN = len(AGREEMENT)
 
 
 def _agreement_condition(source: str, pairs: tuple) -> Q:
@@ -48,20 +41,6 @@ def _agreement() -> Case:
     """The first AGREEMENT row that holds, as its position."""
     whens = [When(_agreement_condition(source, pairs), then=Value(n)) for n, (_, source, pairs) in enumerate(AGREEMENT)]
     return Case(*whens, default=Value(UNKNOWN), output_field=IntegerField())
-
-
-def agreement_of(verdict: str | None, verifier_ok: bool | None, final: str) -> int:
-    """The AGREEMENT position of a judge verdict, a verifier result (None: none) and a final label ("" none)."""
-    decided = final in (LABEL_S, LABEL_NS)
-    for n, (_, source, pairs) in enumerate(AGREEMENT):
-        truth = final if source == "final" else (None if decided else verifier_ok)
-        if (verdict, truth) in pairs:
-            return n
-    return UNKNOWN
-
-
-def agreement_text(code: int | None) -> str:
-    return AGREEMENT[code][0] if code is not None and 0 <= code < UNKNOWN else ""
 
 
 # Every column the table shows, in its order: key -> (heading, what it sorts by; a function of the judge config for
@@ -151,12 +130,6 @@ def run_table_order(*, run: Run, f: EpisodeFilter, sort: Sort) -> QuerySet:
     ordering = expression.desc(**nulls) if sort.descending else expression.asc(**nulls)
     episodes = run_table_filtered(run=run, f=f, sort_key=sort.key)
     return episodes.order_by(ordering, *line_order(sort.descending)).values_list("pk", flat=True)
-
-
-def line_order(descending: bool) -> tuple[str, str]:
-    """Rows of one value in line order, reversed with the sort: a descending sort is the ascending one read
-    backwards (episodes without a value still last), so it walks the same index backwards."""
-    return ("-task_order", "-id") if descending else ("task_order", "id")
 
 
 class TableRows:

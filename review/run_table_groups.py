@@ -19,6 +19,7 @@ from django.db.models import F, Q, QuerySet, Sum
 
 from taskgen.models import Judgment, LabelVerdict, Run, Site, ValidateCell
 from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
+from taskgen.triage.agreement import UNKNOWN, agreement_of
 from taskgen.triage.filters import EpisodeFilter
 from taskgen.triage.risk import TIERS
 
@@ -113,7 +114,6 @@ def _sized(values: list, key_of, cells: list[Cell], condition_of, own_table=lamb
 def sort_groups(*, key: str, descending: bool, cells: list[Cell]) -> list[Group]:
     """The sort's groups in the table's order (descending reverses the values; episodes without one come last
     either way, as the plain sort's NULLS LAST puts them)."""
-    from review.run_table import UNKNOWN, agreement_of
 
     def ordered(values: list) -> list:
         return values[::-1] if descending else values
@@ -159,6 +159,12 @@ def page_by_groups(rows: QuerySet, groups: list[Group], offset: int, limit: int,
         ids += got
         offset = 0
     return ids
+
+
+def line_order(descending: bool) -> tuple[str, str]:
+    """Rows of one value in line order, reversed with the sort: a descending sort is the ascending one read
+    backwards (episodes without a value still last), so it walks the same index backwards."""
+    return ("-task_order", "-id") if descending else ("task_order", "id")
 
 
 def _line_order(line_order: tuple[str, str], group: Group) -> list:

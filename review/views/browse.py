@@ -12,7 +12,6 @@ from review import selectors
 from review.run_table import (
     Sort,
     TableRows,
-    agreement_text,
     run_columns,
     run_table_rows,
     sort_parse,
@@ -21,6 +20,7 @@ from taskgen.blobs import BlobError, blob_path, blob_thumbnail_file
 from taskgen.labels.fields import QUEUE_NAME_MAX
 from taskgen.models import Blob, JudgeConfig, Judgment, Run
 from taskgen.roles import Role, require_role
+from taskgen.triage.agreement import agreement_text
 from taskgen.triage.filters import (
     EpisodeFilter,
     FilterError,
