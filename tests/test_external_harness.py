@@ -160,8 +160,8 @@ def test_the_command_line_says_what_an_external_run_did(harness, tasks_file):
                  "--inline", stdout=out, stderr=io.StringIO())  # exit 0: no SystemExit
     line = out.getvalue().strip().splitlines()[-1]
     assert "None" not in out.getvalue()
-    assert line.startswith("run 'ext-cli' (id ") and line.endswith(": 3 episodes, 2 of 3 checked by a verifier "
-                                                                   "passed it, 0 failed")
+    assert line.startswith("run 'ext-cli' (id ") and line.endswith(": 3 episodes (0 failed to run); the verifier "
+                                                                   "passed 2 of the 3 it checked")
 
 
 @pytest.mark.django_db(transaction=True)

@@ -200,10 +200,13 @@ def attempt_counts(*, run: Run, unrecorded: int = 0) -> dict:
 
 
 def attempt_result_words(result: dict) -> str:
-    """An attempt's summary in one line: `3 episodes, 2 of 3 checked by a verifier passed it, 1 failed (...)`."""
+    """An attempt's summary in one line: `3 episodes (1 failed to run); the verifier passed 2 of the 3 it checked
+    (ended: ...)`. Episodes that failed to run and episodes a verifier failed are two counts, named apart."""
     endings = ", ".join(f"{n} {kind}" for kind, n in (result.get("endings") or {}).items())
-    return (f"{result.get('episodes', 0)} episodes, {result.get('verifier_pass', 0)} of "
-            f"{result.get('verifier_results', 0)} checked by a verifier passed it, {result.get('failed', 0)} failed"
+    checked = result.get("verifier_results", 0)
+    verified = (f"the verifier passed {result.get('verifier_pass', 0)} of the {checked} it checked" if checked
+                else "no verifier checked them")
+    return (f"{result.get('episodes', 0)} episodes ({result.get('failed', 0)} failed to run); {verified}"
             + (f" (ended: {endings})" if endings else ""))
 
 
