@@ -113,7 +113,8 @@ def test_the_command_line_refuses_the_scripted_agent_and_attempts_with_the_rules
     call_command("taskgen", "attempt", "--tasks", str(tasks_file), "--agent", "rules", "--name", "cli-rules",
                  "--inline", stdout=out, stderr=io.StringIO())  # exit 0: no SystemExit
     line = out.getvalue().strip().splitlines()[-1]
-    assert line.startswith("run 'cli-rules' (id ") and ": 2 episodes (0 failed to run); no verifier checked them (ended: " in line
+    assert line.startswith("run 'cli-rules' (id ")
+    assert ": 2 episodes (0 failed to run); no verifier checked them (ended: " in line
     assert Run.objects.get(name="cli-rules").episodes.filter(status="recorded").count() == 2
 
 
