@@ -57,7 +57,8 @@ class StageWork:
     check(raw) -> params: validate once, at the edge; raises StageParamsError.
     units(params) -> keys: the units of a new run, in order (an empty list: nothing to do).
     do(pipeline_run, params, key) -> JSON-able result of one unit; raises RetryLater, UnitFailed to fail the unit at
-        once, or any other error to fail the try (tried again up to max_attempts).
+        once, or any other error to fail the try (tried again up to max_attempts). A stage gives `do`, `do_batch`
+        or both.
     do_batch(pipeline_run, params, keys) -> {key: result, or the exception that unit's try ended with}: optional,
         for a stage whose units are cheaper done together (one query for the batch's episodes, files written by a
         few threads); the engine then calls it once per leased batch instead of `do` per unit.
@@ -68,7 +69,6 @@ class StageWork:
     name: str
     check: Callable[[dict], StageParams]
     units: Callable[[StageParams], list[str]]
-    do: Callable[[Any, StageParams, str], Any]
     finish: Callable[[Any, StageParams, int], dict]
     read: Callable[[dict], StageParams]
     queue: str = "default"
@@ -80,4 +80,9 @@ class StageWork:
     workers: int = 0  # worker messages sent per run (0: settings.ENGINE_WORKERS_PER_RUN); each is one worker slot
     nothing_to_do: str = "nothing to do"
     run_of: Callable[[StageParams], int | None] = lambda params: None
+    do: Callable[[Any, StageParams, str], Any] | None = None
     do_batch: Callable[[Any, StageParams, list[str]], dict[str, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.do is None and self.do_batch is None:
+            raise TypeError(f"stage {self.name!r}: give the engine `do` or `do_batch`")

@@ -31,10 +31,6 @@ class FinalLabelState:
     verdict: str | None
     text: str
 
-    @property
-    def needs_adjudicator(self) -> bool:
-        return self.code in ("unsure", "disagree")
-
 
 def _counted(verdicts: list[str]) -> str:
     names = dict(LabelVerdict.choices)

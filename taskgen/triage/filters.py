@@ -272,10 +272,6 @@ def stored_filter(filters: dict | None, *, config_id: int | None = None) -> Epis
         search=str(data.get("search") or ""), tags=list(data.get("tags") or []), config_id=config_id)
 
 
-def episodes_filtered(f: EpisodeFilter) -> QuerySet[Episode]:
-    return Episode.objects.filter(condition(f))
-
-
 def filter_form_choices(run: Run | None = None) -> dict:
     """What a filter form offers: the runs, the sites with episodes (in `run`, when given), the judge configs, and
     the fixed choices."""

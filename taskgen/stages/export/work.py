@@ -22,7 +22,7 @@ from django.conf import settings
 from taskgen.engine.contract import StageParams, StageParamsError, StageWork
 from taskgen.engine.stage_table import stage_register
 from taskgen.models import Export, JudgeConfig, PipelineRun, Run
-from taskgen.stages.export.output import certificate_write, episode_write_dir, episodes_write, export_episodes
+from taskgen.stages.export.output import certificate_write, episodes_write
 from taskgen.stages.export.select import (
     ExportError,
     export_manifest,
@@ -120,14 +120,6 @@ def _units(params: ExportParams) -> list[str]:
     return [entry["task_id"] for entry in export_manifest_read(params.manifest_sha256)["episodes"]]
 
 
-def _do(pipeline_run: PipelineRun, params: ExportParams, key: str) -> None:
-    """Write one episode's folder (a folder already there is complete: it is kept)."""
-    out = Path(params.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    for episode in export_episodes([_entries(params.manifest_sha256)[key]]):
-        episode_write_dir(episode=episode, out=out)
-
-
 def _do_batch(pipeline_run: PipelineRun, params: ExportParams, keys: list[str]) -> dict[str, object]:
     """Write a batch of episodes' folders: their text in one query, the files by a few threads."""
     entries = _entries(params.manifest_sha256)
@@ -156,7 +148,7 @@ def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dic
 
 
 EXPORT_WORK = stage_register(StageWork(
-    name=PipelineRun.Stage.EXPORT, check=export_params_check, read=ExportParams.from_json, units=_units, do=_do,
+    name=PipelineRun.Stage.EXPORT, check=export_params_check, read=ExportParams.from_json, units=_units,
     finish=_finish, queue="default", batch=settings.EXPORT_BATCH, max_attempts=3, do_batch=_do_batch,
     nothing_to_do="nothing to export: no approved episode with rows in this run",
     run_of=lambda params: params.run,
