@@ -45,6 +45,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "axes",
+    "csp",
     "taskgen",
     "review",
     "sandbox",
@@ -358,14 +359,14 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", HTTP
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", HTTPS)
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", HTTPS)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
-# No inline script or style anywhere: scripts and styles are static files (taskgen/security.py).
-CONTENT_SECURITY_POLICY = {
-    "default-src": "'self'", "script-src": "'self'", "style-src": "'self'", "img-src": "'self' data:",
-    "font-src": "'self'", "connect-src": "'self'", "object-src": "'none'", "base-uri": "'self'",
-    "form-action": "'self'", "frame-ancestors": "'none'",
-}
-MIDDLEWARE = ["taskgen.logs.RequestLogMiddleware", MIDDLEWARE[0], "taskgen.security.ContentSecurityPolicyMiddleware",
-              *MIDDLEWARE[1:]]
+# No inline script or style anywhere: scripts and styles are static files. django-csp sets the header on every
+# answer that has none of its own (with DEBUG on, not on Django's 404 and 500 pages, whose styles are inline).
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'"], "img-src": ["'self'", "data:"],
+    "font-src": ["'self'"], "connect-src": ["'self'"], "object-src": ["'none'"], "base-uri": ["'self'"],
+    "form-action": ["'self'"], "frame-ancestors": ["'none'"],
+}}
+MIDDLEWARE = ["taskgen.logs.RequestLogMiddleware", MIDDLEWARE[0], "csp.middleware.CSPMiddleware", *MIDDLEWARE[1:]]
 
 # Static files come from STATIC_ROOT (collected at the image's build) or, where nothing was collected (tests, the
 # harness's own server), straight from the app's static folders: sandbox pages and the app look the same everywhere.

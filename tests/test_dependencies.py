@@ -44,8 +44,8 @@ def test_every_library_the_app_imports_is_a_declared_dependency():
 
 def test_no_dependency_is_declared_that_nothing_imports_or_runs():
     # Named in settings or run as a command rather than imported: the database driver and its pool (DATABASES'
-    # engine and OPTIONS), the web server, and the static files middleware (MIDDLEWARE).
-    used_by_name = {"psycopg", "psycopg-pool", "gunicorn", "whitenoise"}
+    # engine and OPTIONS), the web server, and the static files and CSP middlewares (MIDDLEWARE).
+    used_by_name = {"psycopg", "psycopg-pool", "gunicorn", "whitenoise", "django-csp"}
     distributions = packages_distributions()
     imported = {d.lower().replace("_", "-") for top in _imported_top_names() for d in distributions.get(top, [top])}
     unused = _declared() - imported - used_by_name
