@@ -1,21 +1,23 @@
 """Structured logs: one JSON line per record, one line per request and one per Celery task.
 
-`JsonFormatter` is what settings.LOGGING (and gunicorn.conf.py) format with. `RequestLogMiddleware` writes one
-`request` line per request, with the run and episode ids the URL names. `task_log_connect` hooks Celery's signals to
-write one `task` line per task, with the run, unit and episode ids found in its arguments. Nothing here imports
+`JsonFormatter` (python-json-logger's, under our field names) is what settings.LOGGING and gunicorn.conf.py format
+with. `RequestLogMiddleware` writes one `request` line per request, with the run and episode ids the URL names.
+`task_log_connect` hooks Celery's signals to write one `task` line per task, with the run, unit and episode ids found
+in its arguments. Nothing here imports
 Django's settings or models at import time, so gunicorn can load the formatter before Django starts.
 """
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-# LogRecord's own attributes; anything else on a record came from `extra=` and goes into the JSON line.
-_RECORD_KEYS = set(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "taskName"}
+from pythonjsonlogger import json as jsonlogger
+
+# The JSON line's names for the record's own fields; anything else on a record came from `extra=` and goes in as named.
+_FIELD_NAMES = {"levelname": "level", "name": "logger", "message": "msg", "exc_info": "exc"}
 # URL keyword arguments and task parameters that name a run, a unit or an episode, under the name they are logged as.
 _ID_NAMES = {"run_id": "run_id", "pipeline_run_id": "pipeline_run_id", "unit_id": "unit_id",
              "episode_id": "episode_id", "export_id": "export_id", "config_id": "judge_config_id"}
@@ -26,16 +28,16 @@ request_log = logging.getLogger("taskgen.request")
 task_log = logging.getLogger("taskgen.task")
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, the record's extra fields, and any traceback."""
+class JsonFormatter(jsonlogger.JsonFormatter):
+    """python-json-logger's formatter, one JSON object per line under our field names: ts, level, logger, msg, the
+    record's extra fields, and any traceback (exc) or stack (stack_info), each inside its line."""
 
-    def format(self, record: logging.LogRecord) -> str:
-        line = {"ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-                "level": record.levelname, "logger": record.name, "msg": record.getMessage()}
-        line.update({k: v for k, v in record.__dict__.items() if k not in _RECORD_KEYS and not k.startswith("_")})
-        if record.exc_info:
-            line["exc"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str, ensure_ascii=False)
+    def __init__(self) -> None:
+        super().__init__(["levelname", "name", "message"], rename_fields=_FIELD_NAMES, json_ensure_ascii=False)
+
+    def add_fields(self, log_data: dict, record: logging.LogRecord, message_dict: dict) -> None:
+        log_data["ts"] = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        super().add_fields(log_data, record, message_dict)
 
 
 class ClientErrorsLoggedElsewhere(logging.Filter):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,13 @@ def test_a_traceback_stays_inside_its_json_line():
         record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", None, exc_info=sys.exc_info())
     text = JsonFormatter().format(record)
     assert "\n" not in text and "ValueError: boom" in json.loads(text)["exc"]
+
+
+def test_a_line_has_the_named_fields_and_its_extras_as_given():
+    record = logging.makeLogRecord({"name": "taskgen.request", "levelname": "INFO", "levelno": logging.INFO,
+                                    "msg": "GET %s %s", "args": ("/runs/ü/", 200), "created": 1_796_000_000.25,
+                                    "run_id": 3, "where": Path("/data/run"), "_private": "kept out"})
+    text = JsonFormatter().format(record)
+    assert "ü" in text  # as written, not \u escaped
+    assert json.loads(text) == {"ts": "2026-11-30T00:53:20.250+00:00", "level": "INFO", "logger": "taskgen.request",
+                                "msg": "GET /runs/ü/ 200", "run_id": 3, "where": "/data/run"}
