@@ -14,7 +14,7 @@ from taskgen.harness.agents import (
 )
 from taskgen.models import Export, JudgeConfig, Run, Site
 from taskgen.names import PLAIN_NAME_MAX, PLAIN_NAME_RULE
-from taskgen.providers import provider_choices
+from taskgen.providers import provider_can, provider_choices, provider_info, provider_names, provider_offline
 from taskgen.stages.export.select import (
     ExportError,
     Selection,
@@ -59,7 +59,8 @@ class ProposeForm(StageForm):
                                            help_text="None chosen: every site with a sitemap.")
     per_site = forms.IntegerField(label="Tasks per site", min_value=1, max_value=5000, initial=140)
     batch = forms.IntegerField(label="Tasks per proposer call", min_value=1, max_value=100, initial=20)
-    provider = forms.ChoiceField(label="Proposer", choices=lambda: provider_choices("propose"), initial="rules",
+    provider = forms.ChoiceField(label="Proposer", choices=lambda: provider_choices("propose"),
+                                 initial=lambda: provider_offline("propose"),
                                  help_text="rules is an offline baseline from the site's own pages, not a model.")
     model = forms.CharField(max_length=200, required=False, help_text="Empty: the provider's default model.")
     seed = forms.IntegerField(initial=0)
@@ -155,31 +156,44 @@ class JudgeForm(StageForm):
     stage, title = "judge", "Judge a run"
     explain = "Judges every episode of the run not yet judged with this config (provider, model, prompt, images)."
     run = forms.ModelChoiceField(queryset=Run.objects.order_by("-created_at"))
-    provider = forms.ChoiceField(choices=lambda: provider_choices("judge"),
-                                 initial=settings.JUDGE_PROVIDER,
-                                 help_text="gemini needs GEMINI_API_KEY, openai-compatible OPENAI_BASE_URL; "
-                                           "rules is a keyword heuristic.")
-    model = forms.CharField(max_length=200, required=False,
-                            help_text="Empty: the provider's default (TASKGEN_JUDGE_MODEL for gemini, "
-                                      "TASKGEN_OPENAI_MODEL for openai-compatible); rules has one model.")
+    provider = forms.ChoiceField(choices=lambda: provider_choices("judge"), initial=settings.JUDGE_PROVIDER)
+    model = forms.CharField(max_length=200, required=False)
     prompt_version = forms.ChoiceField(choices=_prompt_versions, label="Prompt version",
                                        help_text="The prompt file in use (TASKGEN_JUDGE_PROMPT_FILE).")
     image_policy = forms.ChoiceField(
-        choices=[("", "the provider's default"), *((name, name) for name in POLICIES)], required=False,
-        help_text=f"Empty: {settings.JUDGE_IMAGE_POLICY} for gemini, small for the others. medium / low: Gemini's "
-                  "media resolution (256 / 64 tokens an image); small / default: a 768 / 1,024-px copy; full: as "
-                  "stored.")
-    batch = forms.BooleanField(required=False, help_text="Use the provider's batch API (cheaper, slower).")
+        choices=[("", "the provider's default"), *((name, name) for name in POLICIES)], required=False)
+    batch = forms.BooleanField(required=False)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["provider"].initial = settings.JUDGE_PROVIDER  # read now: tests and deployments set it late
+        for name, help_text in judge_form_help().items():  # what the provider table says, read as the form is made
+            self.fields[name].help_text = help_text
+        if not provider_names("batch"):  # no provider here has a batch API: nothing to offer
+            del self.fields["batch"]
 
     def clean(self) -> dict:
         data = super().clean()
-        if data.get("provider") == "rules":
+        if provider_can(data.get("provider") or "", "offline"):
             data["model"] = ""  # the baseline has one model; a name typed here would only mislead the stored params
         return data
+
+
+def judge_form_help() -> dict[str, str]:
+    """The judge form's help for its provider, model, image and batch fields, from the provider table."""
+    judges = [provider_info(name) for name in provider_names("judge")]
+    needs = [f"{p.name} needs {p.needs}" for p in judges if p.needs]
+    offline = [f"{p.name} is an offline baseline (one model, no images)" for p in judges if "offline" in p.can]
+    models = [f"TASKGEN_{p.model_setting} for {p.name}" for p in judges if p.model_setting]
+    own = " and ".join(p.name for p in judges if "media_resolution" in p.can) or "none"
+    return {
+        "provider": "; ".join(needs + offline) + ".",
+        "model": f"Empty: the provider's default ({', '.join(models)}).",
+        "image_policy": f"Empty: {settings.JUDGE_IMAGE_POLICY} for {own}, small for the others. medium / low: the "
+                        "model's own media resolution (256 / 64 tokens an image); small / default: a 768 / 1,024-px "
+                        "copy; full: as stored.",
+        "batch": f"Use the provider's batch API (cheaper, slower): {', '.join(provider_names('batch'))}.",
+    }
 
 
 class ValidateForm(StageForm):

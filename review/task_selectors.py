@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.db.models import Count, Q, QuerySet, Sum
 
 from taskgen.models import PipelineRun, ProposalBatch, Site, Task, TaskEdit, WorkUnit
+from taskgen.providers import provider_can
 
 STATE_FILTERS = {"proposed": Q(review_state=Task.ReviewState.PROPOSED),
                  "approved": Q(review_state=Task.ReviewState.APPROVED),
@@ -41,6 +42,8 @@ def site_task_summary(*, site: Site) -> dict:
         unreadable=Count("pk", filter=~Q(answer_error="")))
     proposers = list(ProposalBatch.objects.filter(site=site).values("provider", "model").annotate(
         batches=Count("pk"), kept=Sum("kept")).order_by("provider", "model"))
+    for proposer in proposers:
+        proposer["offline"] = provider_can(proposer["provider"], "offline")
     return {**counts, **{k: v or 0 for k, v in batches.items()}, "proposers": proposers}
 
 

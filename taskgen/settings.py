@@ -276,10 +276,11 @@ JUDGE_RETRY_MAX_SECONDS = env_float("TASKGEN_JUDGE_RETRY_MAX", 30.0)
 # `medium`: Gemini's own media_resolution sets an image's tokens (256 instead of 1,032 for a 1280x800 page), no
 # image work here. Downscaled copies for the policies in JUDGE_IMAGE_COPIES are made when a screenshot is stored.
 JUDGE_IMAGE_POLICY = env_str("TASKGEN_JUDGE_IMAGE_POLICY", "medium")  # checked at start (taskgen/startup.py)
-# Copies cost a decode (about 25 ms a screenshot) at import: made by default only for a provider that needs them.
-_COPIES = "small" if JUDGE_PROVIDER not in ("gemini", "rules") else ""
-JUDGE_IMAGE_COPIES = tuple(n for n in env_str("TASKGEN_JUDGE_IMAGE_COPIES", _COPIES).replace(" ", "").split(",") if n)
-if set(JUDGE_IMAGE_COPIES) - {"small", "default"}:
+# Copies cost a decode (about 25 ms a screenshot) at import. Unset (None), they are made only when the judge
+# provider needs them (the provider table says so: taskgen/stages/judge/images.py, image_copies_wanted).
+_COPIES = os.environ.get("TASKGEN_JUDGE_IMAGE_COPIES")
+JUDGE_IMAGE_COPIES = None if _COPIES is None else tuple(n for n in _COPIES.replace(" ", "").split(",") if n)
+if set(JUDGE_IMAGE_COPIES or ()) - {"small", "default"}:
     raise ImproperlyConfigured(f"TASKGEN_JUDGE_IMAGE_COPIES={JUDGE_IMAGE_COPIES!r}: list small and/or default")
 # Judge calls in flight per judge worker process (threads of the `judge` queue's worker; the model call waits on
 # the network, so one process keeps many in flight).

@@ -251,7 +251,8 @@ def test_the_pages_batch_box_starts_a_batch_run_of_units_whose_page_shows_its_pr
 
 def test_a_batch_run_is_gemini_only(fake_gemini):
     run, _ = _run_with(1)
-    with pytest.raises(StageParamsError, match="Batch API is Gemini's"):
+    with pytest.raises(StageParamsError, match="provider 'rules' cannot judge a run through a batch API: use one of "
+                                               "gemini, or judge without batch"):
         judge_params_check({"run": run.pk, "provider": "rules", "batch": True})
 
 

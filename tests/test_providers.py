@@ -26,7 +26,7 @@ def test_model_providers_serve_every_role_and_the_baseline_never_acts():
 def test_rules_never_acts_as_an_agent():
     assert "rules" in provider_names("judge")
     assert "rules" not in provider_names("agent")
-    with pytest.raises(ValueError, match="cannot agent"):
+    with pytest.raises(ValueError, match="cannot attempt tasks as an agent"):
         provider_check("rules", "agent")
 
 

@@ -12,6 +12,7 @@ from taskgen.cli.demo_data import OM2W_RUN
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait
 from taskgen.models import Judgment, PipelineRun, Run
+from taskgen.providers import provider_offline
 from taskgen.stages.judge.service import episodes_to_judge, judge_config_for, judge_summary
 from taskgen.stages.judge.work import JudgeParams
 
@@ -25,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: dict, stdout, stderr) -> int:
-    config = judge_config_for("rules")
+    config = judge_config_for(provider_offline("judge"))
     runs = list(Run.objects.filter(name__in=DEMO_RUNS).order_by("created_at"))
     if not runs:
         stdout.write("demo judge: no demo runs to judge yet")
@@ -49,6 +50,6 @@ def judged_before(run: Run) -> str:
         return f"judged before (pipeline run {earlier.pk}, {earlier.status})"
     if Judgment.objects.filter(episode__run=run).exists():
         return "has verdicts already"
-    if not episodes_to_judge(run=run, config=judge_config_for("rules")):
+    if not episodes_to_judge(run=run, config=judge_config_for(provider_offline("judge"))):
         return "no recorded episodes to judge"
     return ""

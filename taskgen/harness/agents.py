@@ -22,7 +22,13 @@ from taskgen.harness.model_agent import ModelAgent
 from taskgen.harness.observe import Observation
 from taskgen.harness.rules_agent import RULES, RULES_NAME, RulesAgent
 from taskgen.names import NotPlainName, plain_name_check
-from taskgen.providers import provider_choices, provider_default_model, provider_missing, provider_names
+from taskgen.providers import (
+    provider_can,
+    provider_choices,
+    provider_default_model,
+    provider_missing,
+    provider_names,
+)
 
 SCRIPTED_NAME = "scripted (simulation)"
 MISTAKES = ("skip_step", "wrong_value", "stop_early", "wrong_answer")
@@ -231,7 +237,7 @@ def agent_options_check(*, name: str, options: dict) -> dict:
         raise AgentError(f"unknown option(s) {', '.join(unknown)} for the {name} agent: use {', '.join(MODEL_OPTIONS)}")
     base_url = str(options.get("base_url") or "")
     parts = urlsplit(base_url)
-    if base_url and (name != "openai-compatible" or parts.scheme not in ("http", "https") or not parts.netloc):
+    if base_url and (not provider_can(name, "server_url") or parts.scheme not in ("http", "https") or not parts.netloc):
         raise AgentError("base_url is an http(s) URL of an OpenAI-compatible server (for the openai-compatible agent)")
     if options.get("images") not in (None, True, False):
         raise AgentError("images is true (send screenshots), false (text only) or unset (the setting)")

@@ -25,7 +25,9 @@ from taskgen.providers import (
     ProviderImage,
     ProviderRequest,
     ProviderResult,
+    provider_can,
     provider_check,
+    provider_class,
     provider_default_model,
     provider_for,
     provider_missing,
@@ -107,10 +109,8 @@ class ModelAgent:
 
     @staticmethod
     def _provider(name: str, base_url: str, takes_images: bool | None):
-        if name == "openai-compatible" and (base_url or takes_images is not None):
-            from taskgen.providers.openai_compatible import OpenAICompatibleProvider
-
-            return OpenAICompatibleProvider(base_url=base_url, takes_images=takes_images)
+        if provider_can(name, "server_url") and (base_url or takes_images is not None):  # this run's own server
+            return provider_class(name)(base_url=base_url, takes_images=takes_images)
         if missing := provider_missing(name):
             raise AgentError(missing)
         return provider_for(name)

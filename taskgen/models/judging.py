@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 
 from taskgen.models.episodes import Episode
+from taskgen.providers import provider_can
 
 
 class JudgeConfig(models.Model):
@@ -31,7 +32,7 @@ class JudgeConfig(models.Model):
 
     @property
     def is_offline_baseline(self) -> bool:
-        return self.provider == "rules"
+        return provider_can(self.provider, "offline")
 
 
 class Judgment(models.Model):

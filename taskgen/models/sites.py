@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models.functions import Left
 
+from taskgen.providers import provider_can
+
 
 class Site(models.Model):
     """A website tasks are attempted on (a sandbox site, or a real site named in an imported tasks file)."""
@@ -100,6 +102,10 @@ class ProposalBatch(models.Model):
 
     def __str__(self) -> str:
         return f"batch {self.index} of {self.site.slug} (run {self.pipeline_run_id})"
+
+    @property
+    def is_offline_baseline(self) -> bool:
+        return provider_can(self.provider, "offline")
 
 
 class TaskEdit(models.Model):

@@ -10,15 +10,13 @@ import argparse
 import json
 from pathlib import Path
 
-from django.conf import settings
-
 from taskgen.concurrency import judge_threads_for
 from taskgen.engine.contract import NothingToDo
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.names import PLAIN_NAME_RULE, is_plain_name
-from taskgen.providers import provider_names
+from taskgen.providers import provider_can, provider_names
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.in_flight import calls_in_flight_choose
 from taskgen.stages.judge.prompt import PromptFileError
@@ -30,7 +28,6 @@ from taskgen.stages.judge.service import (
     judge_summary,
     judgment_reference_record,
 )
-from taskgen.stages.judge.work import JudgeParams
 from taskgen.stages.lookup import run_find
 
 NAME = "judge"
@@ -49,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=0,
                         help="judge here with N calls in flight instead of queueing Celery tasks")
     parser.add_argument("--batch", action="store_true",
-                        help="send the run as one Gemini Batch API job (half price; the workers poll it)")
+                        help="send the run as one batch job (half price; the workers poll it): providers with a "
+                             f"batch API: {', '.join(provider_names('batch'))}")
     parser.add_argument("--write-dir", type=Path, default=None,
                         help="also write <task_id>.json per judged episode, in the reference judge format")
     parser.add_argument("--stall-seconds", type=float, default=None,
@@ -89,8 +87,8 @@ def run(options: dict, stdout, stderr) -> int:
         stderr.write(f"no run named {options['run']!r}: import it first (taskgen import) or see the runs page")
         return 2
     try:
-        if options["batch"] and (options["workers"] or (options["provider"] or settings.JUDGE_PROVIDER) != "gemini"):
-            raise JudgeError("--batch sends the run to Gemini's Batch API: use it with --provider gemini, no --workers")
+        if options["batch"] and options["workers"]:  # whether the provider has a batch API: the stage's check
+            raise JudgeError("--batch is worked by the Celery workers polling the batch job: no --workers")
         config = judge_config_for(options["provider"], options["model"], None, options["images"])
         if options["dry_run"]:
             return _dry_run(found, config, stdout)
@@ -112,13 +110,13 @@ def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, Pipe
     Celery workers (--batch: they poll its Batch API job); waits with a progress bar; non-zero when any episode is
     not judged."""
     batch = options["batch"]
-    try:
-        pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE, params=JudgeParams(
-            run=run.pk, config_id=config.pk, judge=config.key, batch=batch))
+    try:  # the raw parameters, so the stage checks them as it does a form's (judge_params_check)
+        pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
+                                 params={"run": run.pk, "config_id": config.pk, "batch": batch})
     except NothingToDo as nothing:
         stderr.write(str(nothing))  # and no pipeline run is made
         return 0, None
-    calls = max(options["workers"], 1 if config.provider == "rules" else 0)
+    calls = max(options["workers"], 1 if provider_can(config.provider, "offline") else 0)
     here = judge_threads_for(calls) if calls > 1 else calls  # a few threads prepare while the calls wait
     calls_in_flight_choose(calls or None)
     where = (f"here with {calls} call{'s' if calls > 1 else ''} in flight" if here

@@ -22,6 +22,7 @@ from PIL import Image
 
 from taskgen.blobs import blob_path_of
 from taskgen.models import Blob
+from taskgen.providers import provider_can
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,19 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)  # atomic: two workers making the same copy never leave half a file
 
 
+def image_copies_wanted() -> tuple[str, ...]:
+    """The copies a stored screenshot gets: settings.JUDGE_IMAGE_COPIES when set, else the small copy when the
+    judge provider reads screenshots without setting their tokens itself (Gemini's media_resolution)."""
+    if settings.JUDGE_IMAGE_COPIES is not None:
+        return settings.JUDGE_IMAGE_COPIES
+    provider = settings.JUDGE_PROVIDER
+    return ("small",) if provider_can(provider, "images") and not provider_can(provider, "media_resolution") else ()
+
+
 def image_copies_make(*, sha256: str, data: bytes, names: tuple[str, ...] | None = None) -> int:
-    """Make the downscaled copies of a stored image that do not exist yet (policies in settings.JUDGE_IMAGE_COPIES
-    by default); the number made. Called when a screenshot is stored, so judging never decodes an image."""
-    wanted = [POLICIES[n] for n in (settings.JUDGE_IMAGE_COPIES if names is None else names)]
+    """Make the downscaled copies of a stored image that do not exist yet (image_copies_wanted() by default); the
+    number made. Called when a screenshot is stored, so judging never decodes an image."""
+    wanted = [POLICIES[n] for n in (image_copies_wanted() if names is None else names)]
     made = 0
     for policy in wanted:
         path = image_copy_path(sha256, policy)

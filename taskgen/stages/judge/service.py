@@ -27,10 +27,12 @@ from taskgen.providers import (
     ProviderImage,
     ProviderRequest,
     ProviderResult,
+    provider_can,
     provider_check,
     provider_default_model,
     provider_for,
     provider_missing,
+    provider_offline,
 )
 from taskgen.providers.pricing import model_cost_usd
 from taskgen.providers.retry import call_with_retries, retry_delay  # noqa: F401 (retry_delay: the judge's rule too)
@@ -64,7 +66,8 @@ class JudgeRequest:
 def _default_image_policy(provider: str) -> str:
     """settings.JUDGE_IMAGE_POLICY; for a provider without Gemini's media_resolution, the downscaled copy instead."""
     name = settings.JUDGE_IMAGE_POLICY
-    return "small" if provider != "gemini" and judge_images.image_policy(name).media_resolution else name
+    return "small" if judge_images.image_policy(name).media_resolution and not provider_can(
+        provider, "media_resolution") else name
 
 
 def judge_config_for(provider: str | None = None, model: str | None = None, prompt_version: str | None = None,
@@ -76,13 +79,14 @@ def judge_config_for(provider: str | None = None, model: str | None = None, prom
     except ValueError as exc:
         raise JudgeError(str(exc)) from exc
     if missing := provider_missing(provider):
-        raise JudgeError(f"{missing}; use --provider rules")
-    # The rules baseline has one model and sends no images, whatever a form or command line passed along.
-    model = RULES_MODEL if provider == "rules" else (model or provider_default_model(provider))
-    policy = "none" if provider == "rules" else (image_policy or _default_image_policy(provider))
-    if judge_images.image_policy(policy).media_resolution and provider != "gemini":  # unknown names fail here too
+        raise JudgeError(f"{missing}; or judge offline with the {provider_offline('judge')} provider")
+    # An offline baseline has one model, and a provider that reads no screenshots is sent none, whatever a form
+    # or command line passed along.
+    model = RULES_MODEL if provider_can(provider, "offline") else (model or provider_default_model(provider))
+    policy = (image_policy or _default_image_policy(provider)) if provider_can(provider, "images") else "none"
+    if judge_images.image_policy(policy).media_resolution and not provider_can(provider, "media_resolution"):
         raise JudgeError(f"image policy {policy!r} is Gemini's media_resolution; with {provider} use "
-                         "small, default or full")
+                         "small, default or full")  # (an unknown policy name fails in image_policy)
     in_use = judge_prompt().version
     if prompt_version and prompt_version != in_use:
         # A config names the prompt its verdicts came from; another label would make comparisons lie.
@@ -127,7 +131,7 @@ def _call_once(config: JudgeConfig, request: ProviderRequest) -> ProviderResult:
     """One call under the rate limit, for a worker slot: a full rate window or a transient error raises RetryLater
     (the engine re-queues the episode for then) instead of sleeping."""
     provider = provider_for(config.provider)  # first: importing an SDK takes a while, the slot is for the call
-    if config.provider != "rules":
+    if not provider_can(config.provider, "offline"):
         wait = rate_limit_take(model=config.model)
         if wait > 0:
             raise RetryLater(wait, f"rate limit of {config.model}: wait {wait:.0f} s")
@@ -146,7 +150,7 @@ def _call_with_retries(config: JudgeConfig, request: ProviderRequest, *, in_work
     if in_worker:
         return _call_once(config, request)
     provider = provider_for(config.provider)
-    limit = None if config.provider == "rules" else (lambda: rate_limit_acquire(model=config.model))
+    limit = None if provider_can(config.provider, "offline") else (lambda: rate_limit_acquire(model=config.model))
 
     def call() -> ProviderResult:
         with calls_in_flight():

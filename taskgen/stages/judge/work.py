@@ -9,6 +9,7 @@ from django.conf import settings
 from taskgen.engine.contract import NothingToDo, StageParams, StageParamsError, StageWork
 from taskgen.engine.stage_table import stage_register
 from taskgen.models import Episode, JudgeConfig, PipelineRun, Run
+from taskgen.providers import provider_check
 from taskgen.stages.judge.batch import judge_batch_unit
 from taskgen.stages.judge.service import JudgeError, episodes_to_judge, judge_config_for, judge_episode, judge_summary
 
@@ -43,8 +44,11 @@ def judge_params_check(raw: dict) -> JudgeParams:
         except (JudgeError, ValueError) as exc:
             raise StageParamsError(str(exc)) from exc
     batch = bool(raw.get("batch"))
-    if batch and config.provider != "gemini":
-        raise StageParamsError("the Batch API is Gemini's: judge with provider gemini, or without batch")
+    if batch:  # the one check of a batch judge run, whoever starts it (form, command line, admin)
+        try:
+            provider_check(config.provider, "batch")
+        except ValueError as exc:
+            raise StageParamsError(f"{exc}, or judge without batch") from exc
     return JudgeParams(run=run.pk, config_id=config.pk, judge=config.key, batch=batch)
 
 

@@ -14,7 +14,7 @@ from taskgen.engine.contract import StageParamsError
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import PipelineRun
-from taskgen.providers import provider_names
+from taskgen.providers import provider_can, provider_names, provider_offline
 from taskgen.stages.propose.context import ContextError
 from taskgen.stages.propose.rules import LABEL as RULES_LABEL
 from taskgen.stages.propose.sites import external_site_register
@@ -28,8 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sites", default="", help="comma-separated site slugs (default: every site with a sitemap)")
     parser.add_argument("--per-site", type=int, default=140, help="tasks per site (default 140)")
     parser.add_argument("--batch", type=int, default=20, help="tasks asked for per proposer call (default 20)")
-    parser.add_argument("--provider", choices=provider_names("propose"), default="rules",
-                        help=f"the proposer: a model provider, or rules ({RULES_LABEL}; the default)")
+    offline = provider_offline("propose")
+    parser.add_argument("--provider", choices=provider_names("propose"), default=offline,
+                        help=f"the proposer: a model provider, or {offline} ({RULES_LABEL}; the default)")
     parser.add_argument("--model", default=None, help="model name (default: the provider's model setting)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the focus draw (and of the rules proposer)")
     parser.add_argument("--out", type=Path, default=None,
@@ -74,7 +75,7 @@ def run(options: dict, stdout, stderr) -> int:
     if not pipeline_run.total:
         stderr.write("nothing to propose: every site asked for is done already")
         return 0
-    here = max(options["workers"], 1 if params.provider == "rules" else 0)
+    here = max(options["workers"], 1 if provider_can(params.provider, "offline") else 0)
     where = f"here with {here} thread(s)" if here else "by the workers of the `judge` queue (celery -A taskgen worker)"
     stderr.write(f"proposing for {len(params.sites)} sites, {params.per_site} each, in batches of {params.batch} "
                  f"with {params.provider} {where} (run {pipeline_run.pk})")

@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 
 from taskgen.engine.contract import RetryLater
 from taskgen.models import PipelineRun, ProposalBatch, Site, Task
-from taskgen.providers import ProviderError, ProviderRequest, provider_for
+from taskgen.providers import ProviderError, ProviderRequest, provider_can, provider_for
 from taskgen.stages.propose import rules
 from taskgen.stages.propose.context import SiteContext, site_context_build, sitemap_of
 from taskgen.stages.propose.keep import (
@@ -102,11 +102,11 @@ class Proposer:
 
     @property
     def model_shown(self) -> str:
-        return rules.VERSION if self.provider == "rules" else self.model
+        return rules.VERSION if provider_can(self.provider, "offline") else self.model
 
 
 def _answer(proposer: Proposer, site: Site, context: SiteContext, ask: BatchAsk, system: str, prompt: str) -> str:
-    if proposer.provider == "rules":
+    if provider_can(proposer.provider, "offline"):  # the offline baseline proposes from the sitemap
         return rules.rules_answer(sitemap=sitemap_of(site), site_name=context.name, n=ask.n,
                                   n_info=round(ask.n * INFO_SHARE), focus=ask.focus_pages,
                                   avoid={normalised(a) for a in Task.objects.filter(site=site).values_list(

@@ -12,7 +12,7 @@ from taskgen.engine.stage_table import stage_register
 from taskgen.engine.units import OPEN
 from taskgen.models import PipelineRun, ProposalBatch, Site, Task, WorkUnit
 from taskgen.prompt_files import PromptFileError
-from taskgen.providers import provider_check, provider_default_model, provider_missing
+from taskgen.providers import provider_can, provider_check, provider_default_model, provider_missing, provider_offline
 from taskgen.stages.paths import PathError, path_under_data_root
 from taskgen.stages.propose.context import ContextError, sitemap_of
 from taskgen.stages.propose.prompt import propose_prompt
@@ -32,7 +32,7 @@ class ProposeParams(StageParams):
     sites: list = field(default_factory=list)
     per_site: int = 140
     batch: int = 20
-    provider: str = "rules"
+    provider: str = field(default_factory=lambda: provider_offline("propose"))
     model: str = ""
     seed: int = 0
     out: str = ""
@@ -82,18 +82,19 @@ def _why_not(slug: str, per_site: int, in_file: set[str]) -> str:
 
 
 def _proposer_checked(raw: dict) -> tuple[str, str, str]:
-    provider = raw.get("provider") or "rules"
+    provider = raw.get("provider") or provider_offline("propose")
     try:
         provider_check(provider, "propose")
     except ValueError as exc:
         raise StageParamsError(str(exc)) from exc
     if provider_missing(provider):
-        raise StageParamsError(f"{provider_missing(provider)}: use the rules proposer offline")
+        raise StageParamsError(f"{provider_missing(provider)}: use the {provider_offline('propose')} proposer offline")
     try:
         version = propose_prompt().version
     except PromptFileError as exc:
         raise StageParamsError(str(exc)) from exc
-    return provider, ("" if provider == "rules" else raw.get("model") or provider_default_model(provider)), version
+    model = "" if provider_can(provider, "offline") else raw.get("model") or provider_default_model(provider)
+    return provider, model, version
 
 
 def propose_params_check(raw: dict) -> ProposeParams:
