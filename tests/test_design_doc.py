@@ -126,10 +126,35 @@ def test_the_check_finds_what_is_gone(span, problem):
 
 def test_the_design_names_every_import_contract():
     """The layers section names each import-linter contract of pyproject.toml by its id, and no other."""
-    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
-    ids = {contract["id"] for contract in contracts["contracts"]}
+    ids = {contract["id"] for contract in import_contracts()}
     named = set(re.findall(r"^- `([\w-]+)`:", DESIGN.read_text(encoding="utf-8"), re.M))
     assert named == ids
+
+
+def import_contracts() -> list[dict]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+
+
+def module_path(dotted: str) -> str:
+    """A module as the doc cites it: `taskgen/apps.py`, or a package's folder `taskgen/engine/`."""
+    base = "/".join(dotted.split("."))
+    return f"{base}.py" if (ROOT / f"{base}.py").is_file() else f"{base}/"
+
+
+def design_layer_rows() -> list[set[str]]:
+    """The paths each row of the layers table names in its packages column, top to bottom."""
+    lines = DESIGN.read_text(encoding="utf-8").split("## The layers", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| layer |")) + 2
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return [set(SPAN.findall(row.split("|")[2])) for row in lines[start:end]]
+
+
+def test_the_layers_table_is_the_layers_contract():
+    """The layers table lists the `layers` contract's layers, top to bottom, each with the packages it holds."""
+    contract = next(c for c in import_contracts() if c["type"] == "layers")
+    expected = [{module_path(m.strip()) for m in re.split(r"[|:]", layer)} for layer in contract["layers"]]
+    rows = design_layer_rows()
+    assert rows == expected, f"DESIGN.md's layers table names {rows}; pyproject.toml's layers are {expected}"
 
 
 def test_readme_points_at_sections_the_design_has():
