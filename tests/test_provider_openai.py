@@ -69,14 +69,43 @@ def test_a_key_from_the_environment_is_sent_as_a_bearer_token(fake_openai, setti
     assert fake_openai.requests[0]["headers"]["authorization"] == "Bearer sk-test-not-real"
 
 
-@pytest.mark.parametrize("fault,transient", [("429", True), ("503", True), ("500", True), ("timeout", True)])
-def test_server_faults_are_transient_errors(fake_openai, fault, transient):
+@pytest.mark.parametrize("fault,hint", [("429", 0.05), ("503", 0.05), ("429_bare", None), ("503_bare", None),
+                                        ("500", 0.05), ("timeout", None), ("trickle", None)])
+def test_server_faults_are_transient_errors_with_the_servers_hint_when_it_gives_one(fake_openai, fault, hint):
     fake_openai.script([fault])
     with pytest.raises(ProviderError) as caught:
         provider_for("openai-compatible").complete(_request())
-    assert caught.value.transient is transient
-    if fault == "429":
-        assert caught.value.retry_after == pytest.approx(0.05)
+    assert caught.value.transient
+    assert caught.value.retry_after == (pytest.approx(hint) if hint else None)
+
+
+def test_an_answer_trickled_slower_than_the_timeout_is_cut_at_the_timeout(fake_openai, settings):
+    """Each read sees a byte in time, so the client's per-read timeout never fires: the call has one deadline (the
+    answer used to be waited on for as long as the server took: 85 s with a 2 s timeout)."""
+    fake_openai.stall = 4.0  # a byte every 0.2 s (each read in time), a body of a few hundred bytes
+    fake_openai.script(["trickle"])
+    with pytest.raises(ProviderError, match=r"was still sending its answer after 0.5s \(timeout\)") as caught:
+        provider_for("openai-compatible").complete(_request())
+    assert caught.value.transient
+
+
+def test_a_200_whose_body_is_not_json_names_the_server_and_what_it_said_and_is_not_tried_again(fake_openai):
+    """It was a bare JSONDecodeError (or, sent as text/html, 'no choices'), which the judge tried five times."""
+    fake_openai.script(["body_not_json"] * 5)
+    provider = provider_for("openai-compatible")
+    with pytest.raises(ProviderError) as caught:
+        call_with_retries(lambda: provider.complete(_request()), attempts=4)
+    assert str(caught.value).startswith(f"openai-compatible at {fake_openai.base_url} answered 200 with a body that "
+                                        "is not a chat completion: '<html><head><title>502 Bad Gateway</title>")
+    assert not caught.value.transient and len(fake_openai.requests) == 1
+
+
+def test_a_context_too_long_is_a_permanent_error_that_says_so(fake_openai):
+    fake_openai.script(["context_400"] * 5)
+    provider = provider_for("openai-compatible")
+    with pytest.raises(ProviderError, match="openai-compatible 400: .*maximum context length is 8192") as caught:
+        call_with_retries(lambda: provider.complete(_request()), attempts=4)
+    assert not caught.value.transient and caught.value.status == 400 and len(fake_openai.requests) == 1
 
 
 def test_a_server_that_is_down_is_a_transient_error_naming_it(settings):
@@ -98,6 +127,14 @@ def test_transient_faults_are_retried_with_the_shared_rule_then_answered(fake_op
     provider = provider_for("openai-compatible")
     result = call_with_retries(lambda: provider.complete(_request()), attempts=4)
     assert result.text and [r["fault"] for r in fake_openai.requests] == ["429", "503", "ok"]
+
+
+def test_the_judge_records_a_body_that_is_not_json_as_its_error_after_one_call(db, fake_openai):
+    fake_openai.script(["body_not_json"] * 10)
+    episode = shop_episode()
+    judgment = judge_episode(episode_id=episode.pk, config_id=judge_config_for("openai-compatible").pk)
+    assert judgment.verdict == Judgment.Verdict.NONE and "answered 200 with a body that is not" in judgment.error
+    assert len(fake_openai.requests) == 1
 
 
 def test_the_judge_judges_with_an_openai_compatible_model(db, fake_openai):

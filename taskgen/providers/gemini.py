@@ -13,8 +13,8 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from taskgen.providers.base import ClientsPerProcess, ProviderError, ProviderRequest, ProviderResult
+from taskgen.providers.retry import status_transient
 
-TRANSIENT_STATUSES = {408, 429, 500, 502, 503, 504}
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)s\s*$")
 _clients = ClientsPerProcess()
 
@@ -89,7 +89,7 @@ class GeminiProvider:
                 model=request.model, contents=_contents(request), config=_config(request))
         except genai_errors.APIError as exc:
             raise ProviderError(f"gemini {exc.code}: {str(exc.message or exc)[:300]}",
-                                transient=exc.code in TRANSIENT_STATUSES, status=exc.code,
+                                transient=status_transient(exc.code), status=exc.code,
                                 retry_after=retry_hint_seconds(exc)) from exc
         except httpx.TimeoutException as exc:
             raise ProviderError(f"gemini timeout after {settings.JUDGE_TIMEOUT_SECONDS}s", transient=True) from exc

@@ -8,7 +8,8 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from taskgen.providers.base import ProviderError, ProviderRequest, ProviderResult
-from taskgen.providers.gemini import TRANSIENT_STATUSES, _config, _contents, gemini_client, retry_hint_seconds
+from taskgen.providers.gemini import _config, _contents, gemini_client, retry_hint_seconds
+from taskgen.providers.retry import status_transient
 
 RUNNING_STATES = {"JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_QUEUED", "JOB_STATE_UNSPECIFIED"}
 
@@ -39,7 +40,7 @@ class BatchState:
 
 def _provider_error(exc: genai_errors.APIError) -> ProviderError:
     return ProviderError(f"gemini batch {exc.code}: {str(exc.message or exc)[:300]}",
-                         transient=exc.code in TRANSIENT_STATUSES, status=exc.code,
+                         transient=status_transient(exc.code), status=exc.code,
                          retry_after=retry_hint_seconds(exc))
 
 

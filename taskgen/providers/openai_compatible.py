@@ -4,19 +4,27 @@ Base URL, model and whether the model takes images come from settings (OPENAI_BA
 TASKGEN_OPENAI_IMAGES) or from the caller (an attempt form's options); the key only from the environment. Images go
 as data URLs when the model takes them; a text-only model gets the prompt alone. The client's own retries are off:
 callers retry transient errors with the one rule in taskgen.providers.retry.
+
+The answer's body is read here, not by the client, within the model timeout (JUDGE_TIMEOUT_SECONDS) from its first
+byte: the client's timeout is per read, so a server trickling its answer a few bytes at a time was waited on for as
+long as it took. A 200 whose body is not a chat completion (a proxy's HTML page, a crashed server's text) names the
+server and what it answered, and is not tried again: the same request gets the same body.
 """
 from __future__ import annotations
 
 import base64
+import json
 import time
 
+import httpx2 as httpx  # the client sends through httpx2
 import openai
 from django.conf import settings
 
 from taskgen.providers.base import ClientsPerProcess, ProviderError, ProviderRequest, ProviderResult
+from taskgen.providers.retry import status_transient
 
 NAME = "openai-compatible"
-TRANSIENT_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+BODY_SHOWN_CHARS = 300  # of an answer that is not a chat completion, in the error
 _clients = ClientsPerProcess()
 
 
@@ -45,10 +53,35 @@ def _user_content(request: ProviderRequest, takes_images: bool) -> str | list[di
     return parts
 
 
-def _reasoning(message) -> str:
+def _reasoning(message: dict) -> str:
     """A reasoning model's thinking, where the server returns it beside the answer (vLLM, Ollama, OpenRouter)."""
-    extra = getattr(message, "model_extra", None) or {}
-    return str(extra.get("reasoning_content") or extra.get("reasoning") or "")
+    return str(message.get("reasoning_content") or message.get("reasoning") or "")
+
+
+def _body(response, base_url: str) -> bytes:
+    """The answer's body, read chunk by chunk for at most the model timeout (a ProviderError past it)."""
+    deadline = time.monotonic() + settings.JUDGE_TIMEOUT_SECONDS
+    chunks = []
+    for chunk in response.iter_bytes():
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            response.close()
+            raise ProviderError(f"{NAME} at {base_url} was still sending its answer after "
+                                f"{settings.JUDGE_TIMEOUT_SECONDS}s (timeout)", transient=True)
+    return b"".join(chunks)
+
+
+def _completion(body: bytes, base_url: str) -> dict:
+    """The chat completion in a 200's body; a body that is not one is a permanent error naming the server."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("choices", []), list):
+        shown = body.decode("utf-8", "replace").strip()[:BODY_SHOWN_CHARS]
+        raise ProviderError(f"{NAME} at {base_url} answered 200 with a body that is not a chat completion: "
+                            f"{shown!r}", transient=False)
+    return data
 
 
 class OpenAICompatibleProvider:
@@ -69,28 +102,28 @@ class OpenAICompatibleProvider:
         extra = {"response_format": {"type": "json_object"}} if request.json_mode else {}
         started = time.monotonic()
         try:
-            response = openai_client(base_url).chat.completions.create(
-                model=request.model, messages=messages, temperature=request.temperature, **extra)
+            with openai_client(base_url).chat.completions.with_streaming_response.create(
+                    model=request.model, messages=messages, temperature=request.temperature, **extra) as response:
+                body = _body(response, base_url)
         except openai.APIStatusError as exc:
             raise ProviderError(f"{NAME} {exc.status_code}: {str(exc.message)[:300]}",
-                                transient=exc.status_code in TRANSIENT_STATUSES, status=exc.status_code,
+                                transient=status_transient(exc.status_code), status=exc.status_code,
                                 retry_after=_retry_after(exc)) from exc
-        except openai.APITimeoutError as exc:
+        except (openai.APITimeoutError, httpx.TimeoutException) as exc:
             raise ProviderError(f"{NAME} timeout after {settings.JUDGE_TIMEOUT_SECONDS}s", transient=True) from exc
-        except openai.APIConnectionError as exc:
+        except (openai.APIConnectionError, httpx.TransportError) as exc:
             raise ProviderError(f"{NAME} unreachable at {base_url}: {exc}", transient=True) from exc
-        except openai.OpenAIError as exc:  # an answer the client cannot read: garbage, not worth a retry
-            raise ProviderError(f"{NAME} answer unreadable: {exc}", transient=False) from exc
-        return self._result(response, started)
+        return _result(_completion(body, base_url), started)
 
-    @staticmethod
-    def _result(response, started: float) -> ProviderResult:
-        choices = getattr(response, "choices", None) or []
-        if not choices:
-            raise ProviderError(f"{NAME} answer has no choices", transient=True)
-        message = choices[0].message
-        usage = response.usage
-        return ProviderResult(text=message.content or "", reasoning=_reasoning(message),
-                              input_tokens=(usage.prompt_tokens or 0) if usage else 0,
-                              output_tokens=(usage.completion_tokens or 0) if usage else 0,
-                              latency_ms=int((time.monotonic() - started) * 1000))
+
+def _result(completion: dict, started: float) -> ProviderResult:
+    choices = completion.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):  # a server's error sent as a 200 (OpenRouter does)
+        shown = json.dumps(completion, ensure_ascii=False)[:BODY_SHOWN_CHARS]
+        raise ProviderError(f"{NAME} answer has no choices: {shown}", transient=True)
+    message = choices[0].get("message") or {}
+    usage = completion.get("usage") or {}
+    return ProviderResult(text=str(message.get("content") or ""), reasoning=_reasoning(message),
+                          input_tokens=int(usage.get("prompt_tokens") or 0),
+                          output_tokens=int(usage.get("completion_tokens") or 0),
+                          latency_ms=int((time.monotonic() - started) * 1000))

@@ -1,5 +1,6 @@
-"""One retry rule for every model call (judge, agent, proposer): transient errors (429, 5xx, timeouts) are tried
-again with exponential backoff and jitter, never sooner than the server's hint; others fail at once."""
+"""One retry rule for every model call (judge, agent, proposer) and every provider: which HTTP statuses are worth a
+second try (TRANSIENT_STATUSES), and how: transient errors (429, 5xx, timeouts) are tried again with exponential
+backoff and jitter, never sooner than the server's hint; others fail at once."""
 from __future__ import annotations
 
 import logging
@@ -14,6 +15,15 @@ from taskgen.providers.base import ProviderError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# Statuses a server sends when it may answer the same request later: a timeout, a conflict with a concurrent
+# request (OpenAI's lock timeout, Google's ABORTED), a rate limit, a server error or one that is down or busy.
+# Every other 4xx (a bad key, a context too long, a model not served) will be answered the same way again.
+TRANSIENT_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+def status_transient(status: int | None) -> bool:
+    """Whether an HTTP error status is worth trying again (the same for every provider)."""
+    return status in TRANSIENT_STATUSES
 
 
 def retry_delay(*, attempt: int, hint: float | None = None) -> float:

@@ -91,12 +91,14 @@ class FakeModelServer:
         self._send(handler, 404, {"error": {"message": "no such route"}})
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict, headers: dict | None = None) -> bool:
-        """Answer; False when the client had gone (its answer never arrived)."""
-        data = json.dumps(payload).encode()
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict | bytes, headers: dict | None = None,
+              content_type: str = "application/json") -> bool:
+        """Answer (a payload as JSON, bytes as they are); False when the client had gone (its answer never
+        arrived)."""
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         try:
             handler.send_response(status)
-            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Type", content_type)
             handler.send_header("Content-Length", str(len(data)))
             for name, value in (headers or {}).items():
                 handler.send_header(name, value)
@@ -106,6 +108,23 @@ class FakeModelServer:
         except (BrokenPipeError, ConnectionResetError):
             return False  # the client gave up (a timeout test, a killed worker): nothing to answer
         return True
+
+    @staticmethod
+    def _trickle(handler: BaseHTTPRequestHandler, payload: dict, seconds_per_byte: float) -> None:
+        """Answer 200 a byte at a time, as a slow model streaming its tokens does (each read of the client's sees
+        something in time; the whole answer takes len(body) x seconds_per_byte)."""
+        data = json.dumps(payload).encode()
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(data)))
+            handler.end_headers()
+            for byte in data:
+                handler.wfile.write(bytes([byte]))
+                handler.wfile.flush()
+                time.sleep(seconds_per_byte)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up on it, as it should
 
 
 def serve_alone(make: Callable[..., FakeModelServer], description: str) -> None:

@@ -8,8 +8,11 @@ tests and the benchmark: every request recorded, scripted faults, configurable l
 
 `answer(body)` returns the message: a dict (sent as JSON text), a str (sent as is), or a (text, reasoning) pair
 whose reasoning comes back as `reasoning_content`, as vLLM's reasoning parser returns it.
-Faults: "429" (Retry-After of `retry_hint` s), "500", "503", "timeout" (answers after `stall` s), "non_json"
-(prose, in place of the next answer), "empty" (no choices), "ok".
+Faults: "429" and "503" (Retry-After of `retry_hint` s), "429_bare" and "503_bare" (no Retry-After), "500",
+"timeout" (answers after `stall` s), "trickle" (the answer a byte every `stall` / 20 s, as a slow token stream),
+"non_json" (prose as the message, in place of the next answer), "body_not_json" (a 200 whose body is a proxy's
+HTML page), "context_400" (vLLM's 400 for a prompt longer than the model's context), "empty" (no choices),
+"status_NNN" (an error with that HTTP status), "ok".
 Tokens: a token per 4 characters of text, 500 per image.
 Run it alone with `python -m tests.fakes.openai_server --latency 1` (prints its base URL).
 """
@@ -24,6 +27,11 @@ from http.server import BaseHTTPRequestHandler
 from tests.fakes.model_server import FakeModelServer, serve_alone
 
 IMAGE_TOKENS = 500
+CONTEXT_ERROR = {"object": "error", "type": "BadRequestError", "param": None, "code": 400,
+                 "message": "This model's maximum context length is 8192 tokens. However, you requested 12000 tokens "
+                            "(11000 in the messages, 1000 in the completion). Please reduce the length of the messages "
+                            "or completion."}
+NOT_JSON_BODY = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1>nginx</body></html>"
 
 
 def _prompt_tokens(body: dict) -> int:
@@ -70,9 +78,19 @@ class FakeOpenAI(FakeModelServer):
         if handler.path.rstrip("/") != "/v1/chat/completions":
             return self._send(handler, 404, {"error": {"message": "no such route", "type": "not_found"}})
         time.sleep(self.stall if fault == "timeout" else self.latency)
-        if fault in ("429", "500", "503"):
-            error = {"error": {"message": f"fake {fault}", "type": "server_error", "code": fault}}
-            return self._send(handler, int(fault), error, {"Retry-After": str(self.retry_hint)})
+        if fault in ("429", "500", "503", "429_bare", "503_bare"):
+            error = {"error": {"message": f"fake {fault}", "type": "server_error", "code": fault[:3]}}
+            hint = {} if fault.endswith("_bare") else {"Retry-After": str(self.retry_hint)}
+            return self._send(handler, int(fault[:3]), error, hint)
+        if fault.startswith("status_"):
+            error = {"error": {"message": f"fake {fault[7:]}", "type": "error", "code": fault[7:]}}
+            return self._send(handler, int(fault[7:]), error)
+        if fault == "context_400":
+            return self._send(handler, 400, CONTEXT_ERROR)
+        if fault == "body_not_json":
+            return self._send(handler, 200, NOT_JSON_BODY, content_type="text/html")
+        if fault == "trickle":
+            return self._trickle(handler, self._completion(body, fault), self.stall / 20)
         return self._send(handler, 200, self._completion(body, fault))
 
     def _completion(self, body: dict, fault: str) -> dict:

@@ -1,0 +1,41 @@
+"""Which HTTP statuses are tried again is one rule for every provider (taskgen.providers.retry.TRANSIENT_STATUSES),
+through the real SDKs against their fake servers on 127.0.0.1: each provider had its own copy, and they drifted
+(a 409 was tried again from an OpenAI-compatible server and not from Gemini)."""
+from __future__ import annotations
+
+import pytest
+
+from taskgen.providers import ProviderError, ProviderRequest
+from taskgen.providers.gemini import GeminiProvider
+from taskgen.providers.openai_compatible import OpenAICompatibleProvider
+from taskgen.providers.retry import TRANSIENT_STATUSES
+from tests.fakes.gemini_server import FakeGemini
+from tests.fakes.openai_server import FakeOpenAI
+
+STATUSES = (400, 401, 403, 404, 408, 409, 413, 422, 429, 500, 501, 502, 503, 504)
+
+
+@pytest.fixture(scope="module")
+def servers():
+    gemini, openai = FakeGemini().start(), FakeOpenAI().start()
+    yield gemini, openai
+    gemini.stop()
+    openai.stop()
+
+
+def _transient(provider, server, status: int) -> bool:
+    server.script([f"status_{status}"])
+    with pytest.raises(ProviderError) as caught:
+        provider.complete(ProviderRequest(model="m", system="s", prompt="p"))
+    assert caught.value.status == status
+    return caught.value.transient
+
+
+def test_gemini_and_an_openai_compatible_server_agree_on_every_status(servers, settings):
+    gemini, openai = servers
+    settings.GEMINI_API_KEY, settings.GOOGLE_GEMINI_BASE_URL = "test-key-not-real", gemini.base_url
+    settings.JUDGE_TIMEOUT_SECONDS, settings.OPENAI_API_KEY = 5, ""
+    from_gemini = {s: _transient(GeminiProvider(), gemini, s) for s in STATUSES}
+    from_openai = {s: _transient(OpenAICompatibleProvider(base_url=openai.base_url), openai, s) for s in STATUSES}
+    assert from_gemini == from_openai == {s: s in TRANSIENT_STATUSES for s in STATUSES}
+    assert from_gemini[409] and not from_gemini[400] and not from_gemini[413]
