@@ -1,7 +1,16 @@
 """Benchmark: import a run dir of 2,000 episodes with 10 screenshots each; prints episodes/s and the blob store's size.
 
+As a user runs it first (target: 1,000 episodes/s): `python manage.py taskgen import RUN_DIR`, a whole process (Python's
+start, Django's setup, the engine's run, the worker processes that read and hash the files), on a database and media
+root of its own, its wall time and its CPU from os.wait4 (the process and the worker processes it waited for); then
+once more (nothing new). Then, as a diagnosis, the same import in this process (import_run_dir), its CPU and its
+workers' apart.
+
 Standalone: `.venv/bin/python bench/import_run.py [--episodes N]`. It sets Django up itself on a temporary SQLite
-database (or a throwaway `test_<name>` PostgreSQL database when DATABASE_URL is set) and a temporary media root.
+database (or throwaway `test_<name>` and `test_<name>_cli` PostgreSQL databases when DATABASE_URL is set) and
+temporary media roots. The final figures (PostgreSQL, a quiet machine, twice in a row):
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/taskgen .venv/bin/python bench/import_run.py
 
 The screenshots are real PNGs (1280x720, drawn with Pillow). A pool of pages is drawn once; each episode uses some pool
 images byte for byte (a home page many episodes see: stored once) and makes the rest unique by adding a text chunk to
@@ -17,6 +26,7 @@ import os
 import random
 import resource
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -134,6 +144,65 @@ def main() -> int:
     return 0
 
 
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}/{os.cpu_count()} CPUs"
+
+
+def _cli_env(tmp: Path) -> dict:
+    """The environment of the whole-process import: a var dir, media root and database of its own (on PostgreSQL a
+    fresh `<test database>_cli` beside this process's), migrated before it is timed."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from django.db import connection
+
+    env = {**os.environ, "TASKGEN_VAR_DIR": str(tmp / "cli-var"), "TASKGEN_MEDIA_ROOT": str(tmp / "cli-media")}
+    if connection.vendor == "postgresql":
+        import psycopg
+
+        parts = urlsplit(os.environ["DATABASE_URL"])
+        name = f"{connection.settings_dict['NAME']}_cli"
+        with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{name}"')
+        env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{name}"))
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "--verbosity", "0"], cwd=ROOT, env=env,
+                   check=True)
+    return env
+
+
+def _cli_drop(env: dict) -> None:
+    from urllib.parse import urlsplit, urlunsplit
+
+    if not env.get("DATABASE_URL", "").startswith("postgres"):
+        return
+    import psycopg
+
+    parts = urlsplit(env["DATABASE_URL"])
+    with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
+
+
+def as_users_run_it(tmp: Path, args: argparse.Namespace) -> None:
+    """`python manage.py taskgen import RUN_DIR` as whole processes: wall time, episodes/s, CPU per episode."""
+    env = _cli_env(tmp)
+    command = [sys.executable, str(ROOT / "manage.py"), "taskgen", "import", str(tmp / "run")]
+    try:
+        for label in ("first import", "second import (nothing new)"):
+            started = time.perf_counter()
+            with (tmp / "cli-import.log").open("w") as log:
+                process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            _, status, usage = os.wait4(process.pid, 0)
+            seconds = time.perf_counter() - started
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise SystemExit(f"taskgen import failed:\n{(tmp / 'cli-import.log').read_text()[-2000:]}")
+            cpu = usage.ru_utime + usage.ru_stime
+            print(f"as users run it, {label}: `taskgen import RUN_DIR` {seconds:.2f}s, "
+                  f"{args.episodes / seconds:.0f} episodes/s (target 1,000); CPU {cpu:.2f}s = "
+                  f"{cpu * 1000 / args.episodes:.2f} ms per episode (the process and its workers) ({load()})")
+    finally:
+        _cli_drop(env)
+
+
 def report(tmp: Path, args: argparse.Namespace) -> None:
     from django.conf import settings
     from django.db import connection
@@ -145,6 +214,8 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
                             pool_size=args.pool)
     print(f"built {args.episodes} episodes x {args.screenshots} screenshots ({input_bytes / 1e6:.1f} MB of PNG) "
           f"in {time.perf_counter() - started:.1f}s; database: {connection.vendor}; cpus: {os.cpu_count()}")
+    as_users_run_it(tmp, args)
+    print("diagnosis: the same import in this process (import_run_dir), its CPU and its workers' apart")
     for label in ("first import", "second import (nothing new)"):
         started, cpu_started = time.perf_counter(), _cpu_seconds()
         summary = import_run_dir(run_dir=tmp / "run")
@@ -153,7 +224,7 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
         print(f"{label}: {seconds:.2f}s, {args.episodes / seconds:.0f} episodes/s; CPU {cpu:.2f}s here + "
               f"{workers_cpu:.2f}s in workers = {args.episodes / max(cpu + workers_cpu, 1e-9):.0f} episodes per CPU s; "
               f"{summary.episodes_added} added, {summary.episodes_unchanged} unchanged, "
-              f"{summary.screenshots} screenshots, {len(summary.skipped)} skipped")
+              f"{summary.screenshots} screenshots, {len(summary.skipped)} skipped ({load()})")
     count, size = folder_size(Path(settings.MEDIA_ROOT) / "blobs")
     print(f"blob store: {count} files, {size / 1e6:.1f} MB for {input_bytes / 1e6:.1f} MB of screenshots "
           f"({args.episodes * args.screenshots} files; shared pages stored once)")

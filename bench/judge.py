@@ -1,14 +1,18 @@
 """Judge benchmark on real data: episodes copied from the sandbox harness's run (real 1280x800 screenshots, every one
-distinct: bench/real_screens.py), imported, then judged by the gemini judge on the engine against a fake Gemini
-(300 ms a call) with 16 calls in flight, on PostgreSQL when DATABASE_URL names one (a fresh database
-`<name>_bench_judge` beside it), else SQLite in a temporary folder. Prints, with the machine's load beside each:
+distinct: bench/real_screens.py), imported, then judged by the gemini judge against a fake Gemini (300 ms a call)
+with 16 calls in flight, on PostgreSQL when DATABASE_URL names one (a fresh database `<name>_bench_judge` beside it),
+else SQLite in a temporary folder. Prints, with the machine's load beside each:
 
-  - a profile of the top CPU consumers of judging (cProfile with a CPU clock, episodes judged one at a time) and the
-    database queries per judgment;
-  - episodes/s and its ratio to the ideal (processes x concurrency / latency; target: at least 85% for one
-    process), for each count of worker processes in --processes (each with --concurrency threads, as judge workers
-    on more machines; target for 2: at least 1.8x one process's rate), each on its own judge config;
-  - app CPU ms per judgment (the judging processes; target: at most 20 ms);
+  - as users run it (the figures): `python manage.py taskgen judge RUN --workers 16`, a whole process (Python's start
+    and Django's setup included), its wall time, episodes/s against the ideal (16 / 0.3 s; target 90%) and CPU per
+    judgment from os.wait4 (the process and its children; target: at most 12 ms, 5x less than the reference's); two
+    processes working one run (`taskgen resume PIPELINE_RUN --workers 16` twice at once, as a second machine joins;
+    target: 1.8x one when the fake is not the limit) with the fake's own CPU; with --reference the reference's own
+    `judge` command on the same run dir (bench/judge_reference.py), side by side in one table (bench/judge_process.py);
+  - with --py-spy: one more `taskgen judge` process profiled by py-spy (every thread, CPU only; bench/py_spy.py);
+  - diagnosis, in this process: a profile of judging (cProfile with a CPU clock, episodes judged one at a time) and
+    the database queries per judgment; episodes/s and CPU per judgment of forked worker processes for each count in
+    --processes (each with --concurrency threads);
   - image tokens per episode under the policy judged vs full-size images (target: at least 40% fewer);
   - the one-time cost, at import, of a downscaled copy (policy `small`, for providers without media_resolution);
   - with --celery (needs REDIS_URL): the same run judged by a real Celery worker of the `judge` queue, started as
@@ -16,6 +20,13 @@ distinct: bench/real_screens.py), imported, then judged by the gemini judge on t
 
     .venv/bin/python bench/judge.py [--episodes 560] [--concurrency 16] [--latency 0.3] [--processes 1,2] [--celery]
         [--reference]   # also the reference's own `judge` on the same run dir (bench/judge_reference.py)
+        [--py-spy]      # also a py-spy profile of one `taskgen judge` process (pip install py-spy)
+
+The final figures (a quiet machine, PostgreSQL, twice in a row; TASKGEN_REFERENCE when ../shared is not beside the
+checkout, e.g. in a worktree):
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/taskgen TASKGEN_REFERENCE=/work/shared/reference/taskgen.py \
+        .venv/bin/python bench/judge.py --episodes 560 --reference
 """
 from __future__ import annotations
 
@@ -54,6 +65,8 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
     parser.add_argument("--reference", action="store_true",
                         help="also judge the run dir with the reference's own `judge` (its shim), side by side")
+    parser.add_argument("--py-spy", action="store_true",
+                        help="also profile one `taskgen judge` process with py-spy (every thread, CPU only)")
     parser.add_argument("--celery", action="store_true",
                         help="also judge the run with a real Celery worker of the judge queue (needs REDIS_URL)")
     return parser.parse_args()
@@ -291,7 +304,7 @@ def main() -> None:
             profiled = judge_config_for("gemini", "bench-profile", None, args.policy)
             _profile(ids[: args.profile], profiled.pk)
             config = judge_config_for("gemini", None, None, args.policy)
-            rates, cpu_ms = [], 0.0
+            rates = []
             for n, processes in enumerate(int(p) for p in args.processes.split(",")):
                 judged_by = config if n == 0 else judge_config_for("gemini", f"bench-{processes}p", None, args.policy)
                 fake_before = _process_cpu(fake.pid)
@@ -299,7 +312,6 @@ def main() -> None:
                 fake_cpu = _process_cpu(fake.pid) - fake_before
                 judged = Judgment.objects.filter(config=judged_by).exclude(verdict="NONE").count()
                 rates.append((processes, _report(args, processes, judged, total, wall, cpu)))
-                cpu_ms = cpu_ms or cpu * 1000 / total
                 print(f"  calls in flight        at most {_peak_in_flight(url)} at once at the fake so far "
                       f"(the limit: {processes} x {args.concurrency})")
                 print(f"  the fake's CPU         {fake_cpu * 1000 / total:.1f} ms per judgment (Python parsing each "
@@ -307,8 +319,7 @@ def main() -> None:
             for processes, rate in rates[1:]:
                 print(f"{processes} processes            {rate / rates[0][1]:.2f}x the rate of {rates[0][0]} "
                       f"(target 1.8x for 2 when one is CPU-bound)")
-            if args.reference:
-                _reference(args, url, rates[0][1], cpu_ms)
+            _as_users_run_it(args, run, url, fake.pid, Path(tmp))
             if args.celery:
                 _celery_run(args, run, url, Path(tmp), rates[0][1])
             sample = ids[: args.full_sample]
@@ -322,17 +333,75 @@ def main() -> None:
               f"({1 - policy_tokens / max(1, full_tokens):.0%} fewer; target 40%)")
 
 
-def _reference(args, url: str, app_rate: float, app_cpu_ms: float) -> None:
-    from bench.judge_reference import reference_judge
-    from bench.real_screens import corpus_run_dir, harness_run_dir
+def _as_users_run_it(args, run, url: str, fake_pid: int, tmp: Path) -> None:
+    """The figures as a user gets them: whole processes, each its own Python, Django and threads, side by side with
+    the reference's own command on the same run dir, the same fake and the same calls in flight."""
+    from bench.judge_process import judge_two_processes, judge_whole_process, process_cpu
+    from taskgen.engine.control import run_start
+    from taskgen.models import Judgment, PipelineRun
+    from taskgen.stages.judge.service import judge_config_for
+    from taskgen.stages.judge.work import JudgeParams
 
-    got = reference_judge(run_dir=corpus_run_dir(harness_run_dir(), WORK, episodes=args.episodes), base_url=url,
-                          workers=args.concurrency)
-    ideal = args.concurrency / args.latency
-    print(f"reference `judge`        {got['episodes']} episodes in {got['wall_s']} s, {got['rate']}/s "
-          f"({got['rate'] / ideal:.1%} of the ideal), {got['cpu_ms_per_judgment']} ms CPU per judgment ({load()})")
-    print(f"  the app beside it      {app_rate / got['rate']:.2f}x its throughput, "
-          f"{got['cpu_ms_per_judgment'] / app_cpu_ms:.2f}x less CPU per judgment (targets: 5x less, 12 ms at most)")
+    env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": url}
+    rows = []
+    command = f"taskgen judge {run.name} --workers {args.concurrency}"
+    one = judge_whole_process(run=run.name, model="bench-cli", workers=args.concurrency, images=args.policy, env=env,
+                              fake_pid=fake_pid, logs=tmp)
+    rows.append((f"app: {command}", 1, one, load()))
+    config = judge_config_for("gemini", "bench-cli-two", None, args.policy)
+    pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
+                             params=JudgeParams(run=run.pk, config_id=config.pk, judge=config.key))
+    _close_connections()
+    two = judge_two_processes(
+        pipeline_run_id=pipeline_run.pk, workers=args.concurrency, env=env, fake_pid=fake_pid, logs=tmp,
+        judged=lambda: Judgment.objects.filter(config=config).exclude(verdict="NONE").count())
+    rows.append((f"app: 2 x taskgen resume {pipeline_run.pk} --workers {args.concurrency}", 2, two, load()))
+    reference = None
+    if args.reference:
+        from bench.judge_process import Measured
+        from bench.judge_reference import reference_judge
+        from bench.real_screens import corpus_run_dir, harness_run_dir
+
+        fake_before = process_cpu(fake_pid)
+        got = reference_judge(run_dir=corpus_run_dir(harness_run_dir(), WORK, episodes=args.episodes),
+                              base_url=url, workers=args.concurrency)
+        reference = Measured(got["episodes"], got["wall_s"], got["cpu_s"], process_cpu(fake_pid) - fake_before)
+        rows.append((f"reference: taskgen.py judge RUN_DIR --workers {args.concurrency}", 1, reference, load()))
+    _table(args, rows)
+    print(f"  2 processes            {two.rate() / one.rate():.2f}x the rate of one (target 1.8x when the fake is "
+          f"not the limit); the fake's CPU: {two.fake_cpu / two.wall:.0%} of one core over the two processes' wall "
+          f"({one.fake_cpu / one.wall:.0%} over one's), {os.cpu_count()} cores for everything")
+    if reference is not None:
+        print(f"  the app beside the reference: {one.rate() / reference.rate():.2f}x its throughput, "
+              f"{reference.cpu_ms() / one.cpu_ms():.2f}x less CPU per judgment (targets: 5x less, 12 ms at most)")
+    if args.py_spy:
+        _py_spy(args, run, env, fake_pid, tmp)
+
+
+def _py_spy(args, run, env: dict, fake_pid: int, tmp: Path) -> None:
+    """One more `taskgen judge` process under py-spy: where its CPU goes, start and setup included."""
+    from bench.judge_process import judge_whole_process
+    from bench.py_spy import py_spy_prefix, py_spy_top
+
+    raw = tmp / "judge.py-spy.txt"
+    spied = judge_whole_process(run=run.name, model="bench-cli-spy", workers=args.concurrency, images=args.policy,
+                                env=env, fake_pid=fake_pid, logs=tmp, prefix=py_spy_prefix(raw))
+    print(f"py-spy of `taskgen judge`  {spied.judged} judged, {spied.cpu_ms():.1f} ms CPU per judgment under the "
+          f"sampler (py-spy's own included) ({load()})")
+    print("\n".join("  " + line for line in py_spy_top(raw, root=str(ROOT) + "/")))
+
+
+def _table(args, rows: list) -> None:
+    """The whole-process figures side by side, each with the load when it ended."""
+    print(f"as users run it          whole processes; fake Gemini {args.latency} s, {args.concurrency} calls in flight "
+          "per process; CPU from os.wait4 (the process and its children)")
+    print(f"  {'command':<58} {'judged':>6} {'wall s':>7} {'ep/s':>6} {'ideal':>6} {'CPU ms/j':>8} "
+          f"{'fake ms/j':>9}  load")
+    for command, processes, measured, at in rows:
+        ideal = processes * args.concurrency / args.latency
+        print(f"  {command:<58} {measured.judged:>6} {measured.wall:>7.1f} {measured.rate():>6.1f} "
+              f"{measured.rate() / ideal:>6.1%} {measured.cpu_ms():>8.1f} "
+              f"{measured.fake_cpu * 1000 / max(1, measured.judged):>9.1f}  {at}")
 
 
 def _celery_run(args, run, url: str, tmp: Path, rate_here: float) -> None:

@@ -30,5 +30,5 @@ def reference_judge(*, run_dir: Path, base_url: str, workers: int) -> dict:
     if os.waitstatus_to_exitcode(status) != 0 or not judged:
         raise SystemExit(f"the reference's judge failed: {process.stderr.read().decode()[-2000:]}")
     cpu = usage.ru_utime + usage.ru_stime
-    return {"episodes": judged, "wall_s": round(wall, 2), "rate": round(judged / wall, 2),
+    return {"episodes": judged, "wall_s": round(wall, 2), "rate": round(judged / wall, 2), "cpu_s": cpu,
             "cpu_ms_per_judgment": round(cpu * 1000 / judged, 1)}

@@ -1,0 +1,104 @@
+"""The app's judge measured as a user runs it (bench/judge.py): `python manage.py taskgen judge RUN --workers 16`, a
+whole process of its own (Python's start, Django's setup, the run's start, the threads, the summary), and two
+such processes working one run: `taskgen resume PIPELINE_RUN --workers 16` twice at once, the command a second
+machine runs to join a run (the engine leases each unit to one of them). Wall time from the processes' start to
+their end, and their CPU from os.wait4 (the process and any children it waited for).
+
+Each measurement judges the run under a judge config of its own (a model name of its own: nothing is answered from
+an earlier measurement's judgments), against the fake Gemini the caller started.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGE = [sys.executable, str(ROOT / "manage.py"), "taskgen"]
+
+
+@dataclass
+class Measured:
+    """What whole processes did: units judged, wall seconds from the first start to the last end, CPU seconds of
+    them all (user + system, children included), and the fake's CPU seconds meanwhile."""
+
+    judged: int
+    wall: float
+    cpu: float
+    fake_cpu: float = 0.0
+
+    def rate(self) -> float:
+        return self.judged / self.wall
+
+    def cpu_ms(self) -> float:
+        return self.cpu * 1000 / max(1, self.judged)
+
+
+def process_cpu(pid: int) -> float:
+    """Seconds of CPU (user + system) a running process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_all(processes: list[subprocess.Popen]) -> tuple[float, list[int]]:
+    """Wait for every process (os.wait4: its rusage, its waited-for children's included); CPU seconds, exit codes."""
+    cpu, codes = 0.0, []
+    for process in processes:
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        cpu += usage.ru_utime + usage.ru_stime
+        codes.append(process.returncode)
+    return cpu, codes
+
+
+def _start(command: list[str], env: dict, log: Path) -> subprocess.Popen:
+    """The command started with its output in `log` (a pipe left unread would stop it once full)."""
+    with log.open("w") as out:
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _failed(what: str, logs: list[Path]) -> SystemExit:
+    return SystemExit(f"{what} failed:\n" + "\n".join(log.read_text()[-2000:] for log in logs))
+
+
+def judge_command(*, run: str, model: str, workers: int, images: str) -> list[str]:
+    """The user's command: judge the run here with `workers` calls in flight."""
+    return [*MANAGE, "judge", run, "--provider", "gemini", "--model", model, "--images", images,
+            "--workers", str(workers)]
+
+
+def judge_whole_process(*, run: str, model: str, workers: int, images: str, env: dict, fake_pid: int, logs: Path,
+                        prefix: list[str] | None = None) -> Measured:
+    """One `taskgen judge RUN --workers N` process (`prefix`: run under a profiler, e.g. py-spy record --); its
+    output in `logs`/judge-<model>.log."""
+    log = logs / f"judge-{model}.log"
+    fake_before = process_cpu(fake_pid)
+    started = time.perf_counter()
+    process = _start([*(prefix or []), *judge_command(run=run, model=model, workers=workers, images=images)], env,
+                     log)
+    cpu, codes = _wait_all([process])
+    wall = time.perf_counter() - started
+    if codes[0] != 0:
+        raise _failed("taskgen judge", [log])
+    summary = json.loads([line for line in log.read_text().splitlines() if line.startswith("{")][-1])
+    return Measured(summary["episodes"] - summary["no_verdict"], wall, cpu, process_cpu(fake_pid) - fake_before)
+
+
+def judge_two_processes(*, pipeline_run_id: int, judged, workers: int, env: dict, fake_pid: int,
+                        logs: Path) -> Measured:
+    """Two `taskgen resume PIPELINE_RUN --workers N` processes started together on a run started (and not worked)
+    by the caller; `judged()` counts the verdicts after."""
+    command = [*MANAGE, "resume", str(pipeline_run_id), "--workers", str(workers)]
+    files = [logs / f"resume-{pipeline_run_id}-{n}.log" for n in range(2)]
+    fake_before = process_cpu(fake_pid)
+    started = time.perf_counter()
+    processes = [_start(command, env, log) for log in files]
+    cpu, codes = _wait_all(processes)
+    wall = time.perf_counter() - started
+    if any(codes):
+        raise _failed("taskgen resume", files)
+    return Measured(judged(), wall, cpu, process_cpu(fake_pid) - fake_before)
