@@ -22,6 +22,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 
+from taskgen.quoted import quoted_in
 from taskgen.request_noise import is_request_noise
 
 _NUMBERED = re.compile(
@@ -29,8 +30,6 @@ _NUMBERED = re.compile(
     r"\s*#?\d+)*)", re.I)
 _STEP_FILE = re.compile(r"\bstep_(\d{1,6})\.png\b", re.I)
 _PATH = re.compile(r"(?<![\w/:.<])/(?:[\w\-.%~]+/?)+")
-_QUOTED = re.compile(r'"([^"\n]{2,160})"|“([^”\n]{2,160})”|‘([^’\n]{2,160})’|`([^`\n]{2,160})`'
-                     r"|(?<![\w])'([^'\n]{2,160})'(?![\w])")
 _ANSWER = re.compile(r"\b(?:final answer|the answer|its answer|agent's answer|answer says)\b"
                      r"|(?:\bin|,)\s*answer\b", re.I)
 _COLLECTION_NAMED = re.compile(
@@ -176,17 +175,17 @@ def _path_citations(text: str, ev: EvidenceIndex, done: bool) -> list[Citation]:
 
 def _value_citations(text: str, ev: EvidenceIndex, done: bool) -> list[Citation]:
     found = []
-    for match in _QUOTED.finditer(text):
-        value = next(g for g in match.groups() if g is not None).strip()
+    for quote in quoted_in(text):
+        value = quote.text.strip()
         if len(value) < 2 or value.startswith("/"):
             continue  # paths are read as paths
         place = ev.find(value)
         if place is None and value.lower() in ev.instruction:
             continue  # the judge quoting the task, not the evidence
         shown = f'"{value[:60]}"'
-        found.append(Citation("value", shown, place[0], f"{shown} in {place[1]}", at=match.start()) if place else
+        found.append(Citation("value", shown, place[0], f"{shown} in {place[1]}", at=quote.start) if place else
                      Citation("value", shown, None, f"{shown}: found nowhere in the evidence", unsupported=done,
-                              at=match.start()))
+                              at=quote.start))
     return found
 
 

@@ -13,6 +13,7 @@ from django.urls import reverse
 from taskgen.blobs import blob_path
 from taskgen.engine.worker import work
 from taskgen.models import Export, JudgeConfig, Judgment, PipelineRun, Screenshot, WorkUnit
+from taskgen.providers.rules import VERSION as RULES_VERSION
 from taskgen.stages.export.service import export_create
 from tests.factories import EpisodeFactory, RunFactory, UserFactory
 from tests.runfiles import load_run_dir, write_run_dir
@@ -379,7 +380,8 @@ def test_judge_starts_from_the_page_finishes_and_resumes_its_own_units(admin_cli
         response = admin_client_role.post(reverse("review:pipeline_start", args=["judge"]), form)
     first = PipelineRun.objects.get()
     assert response["Location"] == first.get_absolute_url()
-    assert first.params["judge"] == "rules:rules-v2:judge-v1:none" and first.params["started_with"]["run"] == run.pk
+    assert first.params["judge"] == f"rules:{RULES_VERSION}:judge-v1:none"
+    assert first.params["started_with"]["run"] == run.pk
     assert run.episodes.filter(judgments__config__provider="rules").count() == 2
 
     assert first.status == "done" and first.result["episodes"] == 2 and first.units.count() == 2

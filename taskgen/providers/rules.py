@@ -13,12 +13,13 @@ import re
 import time
 
 from taskgen.providers.base import ProviderError, ProviderRequest, ProviderResult
+from taskgen.quoted import quoted_in
 
 LABEL = "heuristic baseline (rules, not a model)"
-VERSION = "rules-v2"  # the judge config's model: v2 splits goals outside quotes and names
+# The judge config's model: v2 split goals outside quotes and names; v3 reads quotes by the app's one quoted-name
+# rule (taskgen/quoted.py: `…` is a quote too, a quote is one line of 2 to 200 characters).
+VERSION = "rules-v3"
 _SPLIT = re.compile(r"\s*(?:[;,]|\band then\b|\bthen\b|\band\b)\s*", re.IGNORECASE)
-# What a goal quotes is one thing: “…”, "…", ‘…’, and '…' that is not an apostrophe.
-_QUOTED = re.compile(r'“[^”]*”|"[^"]*"|‘[^’]*’|«[^»]*»|(?<!\w)\'[^\'\n]*\'(?!\w)')
 # Capitalised words joined by "and" or "&" read as one name: "Medicine and Science", "Bed & Breakfast".
 _TITLED = re.compile(r"\b[A-Z][\w'’.-]*(?:\s+(?:and|&)\s+[A-Z][\w'’.-]*)+")
 _WORD_BEFORE, _WORD_AFTER = re.compile(r"([\w'’.-]+)\W*$"), re.compile(r"^\W*([\w'’.-]+)")
@@ -39,7 +40,7 @@ WRITE_VERB = re.compile(
 
 
 def _protected(text: str) -> list[tuple[int, int]]:
-    return [m.span() for pattern in (_QUOTED, _TITLED) for m in pattern.finditer(text)]
+    return [(q.start, q.end) for q in quoted_in(text)] + [m.span() for m in _TITLED.finditer(text)]
 
 
 def _names_a_known_item(text: str, start: int, end: int, known: str) -> bool:

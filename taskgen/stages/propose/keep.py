@@ -7,10 +7,10 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from taskgen.quoted import quoted_in
+
 MIN_INSTRUCTION = 15  # shorter "instructions" are fragments, not goals
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
-# What a task quotes is a name it expects to find: “…”, "…", ‘…’, «…», and '…' that is not an apostrophe.
-_QUOTED = re.compile(r'“([^”]{2,})”|"([^"]{2,})"|‘([^’]{2,})’|«([^»]{2,})»|(?<!\w)\'([^\'\n]{2,})\'(?!\w)')
 # Two or more capitalised words in a row read as a name ("Kenyan AA Whole Beans", "Amélie Dubois").
 _CAPITALISED = re.compile(r"\b[A-ZÀ-ÖØ-Þ][\w'’.&-]*(?:\s+(?:de|du|la|le|of|the|&|à)?\s*[A-ZÀ-ÖØ-Þ0-9][\w'’.&-]*)+")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)$")
@@ -96,7 +96,7 @@ def sort_items(items: list, *, seen: set[str], room: int) -> Sorted:
 def named_items(instruction: str) -> list[str]:
     """What a task names: its quoted names and its runs of capitalised words (a first word that only starts the
     sentence is not part of a name)."""
-    names = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(instruction)]
+    names = [quote.text for quote in quoted_in(instruction)]  # what a task quotes is a name it expects to find
     for match in _CAPITALISED.finditer(instruction):
         words = match.group(0).split()
         if _SENTENCE_START.search(instruction[:match.start()]):
