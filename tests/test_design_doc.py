@@ -4,8 +4,10 @@ unnoticed is one that will.
 What it checks, in DESIGN.md's code spans: a path from one of the repository's own folders or files exists
 (`taskgen/names.py`, `review/views/`); a citation `path.py: name, other` defines each name in that file (a function,
 a class, or a name assigned there; `Class.attr` both); a dotted module (`taskgen.stages.begin`) exists; any other name
-in the app's words (`export_select`, `RetryLater`) occurs in the app's code. README.md's pointers to a section of
-DESIGN.md ("Pages, validate ...") name one of its headings.
+in the app's words (`export_select`, `RetryLater`) occurs in the app's code. Its layers table is pyproject.toml's
+`layers` contract row by row, it names every import contract, and every stage on the engine has its row (with its
+queue) and its section. README.md's pointers to a section of DESIGN.md ("Pages, validate ...") name one of its
+headings.
 """
 from __future__ import annotations
 
@@ -97,6 +99,29 @@ def span_problems(span: str) -> list[str]:
     return [problem] if problem else []
 
 
+def import_contracts() -> list[dict]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+
+
+def module_path(dotted: str) -> str:
+    """A module as the doc cites it: `taskgen/apps.py`, or a package's folder `taskgen/engine/`."""
+    base = "/".join(dotted.split("."))
+    return f"{base}.py" if (ROOT / f"{base}.py").is_file() else f"{base}/"
+
+
+def design_layer_rows() -> list[set[str]]:
+    """The paths each row of the layers table names in its packages column, top to bottom."""
+    return [set(SPAN.findall(row[1])) for row in table_rows("## The layers", "| layer |")]
+
+
+def table_rows(after: str, header: str) -> list[list[str]]:
+    """The cells of a table of DESIGN.md: the first after the heading `after` whose header row starts `header`."""
+    lines = DESIGN.read_text(encoding="utf-8").split(after, 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header)) + 2
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return [[cell.strip() for cell in row.strip("|").split(" | ")] for row in lines[start:end]]
+
+
 def test_every_path_and_name_the_design_cites_exists():
     problems = [problem for span in design_spans() for problem in span_problems(span)]
     assert not problems, "docs/DESIGN.md cites what the tree does not hold:\n" + "\n".join(problems)
@@ -131,30 +156,22 @@ def test_the_design_names_every_import_contract():
     assert named == ids
 
 
-def import_contracts() -> list[dict]:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
-
-
-def module_path(dotted: str) -> str:
-    """A module as the doc cites it: `taskgen/apps.py`, or a package's folder `taskgen/engine/`."""
-    base = "/".join(dotted.split("."))
-    return f"{base}.py" if (ROOT / f"{base}.py").is_file() else f"{base}/"
-
-
-def design_layer_rows() -> list[set[str]]:
-    """The paths each row of the layers table names in its packages column, top to bottom."""
-    lines = DESIGN.read_text(encoding="utf-8").split("## The layers", 1)[1].splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("| layer |")) + 2
-    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
-    return [set(SPAN.findall(row.split("|")[2])) for row in lines[start:end]]
-
-
 def test_the_layers_table_is_the_layers_contract():
     """The layers table lists the `layers` contract's layers, top to bottom, each with the packages it holds."""
     contract = next(c for c in import_contracts() if c["type"] == "layers")
     expected = [{module_path(m.strip()) for m in re.split(r"[|:]", layer)} for layer in contract["layers"]]
     rows = design_layer_rows()
     assert rows == expected, f"DESIGN.md's layers table names {rows}; pyproject.toml's layers are {expected}"
+
+
+def test_every_stage_on_the_engine_has_its_contract():
+    """Each stage the engine runs has a row in the stages table (with its queue) and a section of its own."""
+    from taskgen.engine.stage_table import ENGINE_STAGES
+
+    rows = {row[0]: row[-1] for row in table_rows("## Each stage's contract", "| stage |")}
+    assert rows == {name: work.queue for name, work in ENGINE_STAGES.items()}
+    sections = re.findall(r"^### (\w+) ", DESIGN.read_text(encoding="utf-8"), re.M)
+    assert set(ENGINE_STAGES) <= set(sections)
 
 
 def test_readme_points_at_sections_the_design_has():
