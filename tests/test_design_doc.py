@@ -49,8 +49,11 @@ def is_tree_path(path: str) -> bool:
 
 
 def defines(source: str, name: str) -> bool:
-    """The module's text defines `name`: a def or class of that name, or the name assigned or annotated."""
-    return bool(re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{name}\b|^\s*{name}\s*(?::|=[^=])", source, re.M))
+    """The module's text defines `name`: a def or class of that name, or the name assigned (alone or in a tuple) or
+    annotated."""
+    defined = rf"^\s*(?:async\s+)?(?:def|class)\s+{name}\b"
+    assigned = rf"^\s*(?:\w+\s*,\s*)*{name}\s*(?::|=[^=]|,[\w\s,]*=[^=])"
+    return bool(re.search(f"{defined}|{assigned}", source, re.M))
 
 
 def citation_problems(path: str, names: str | None) -> list[str]:
@@ -136,6 +139,8 @@ def test_the_design_cites_the_homes_of_its_rules():
 @pytest.mark.parametrize("span, problem", [
     ("taskgen/names.py: plain_name_check", None),
     ("taskgen/names.py: plain_name_rule_gone", "not defined"),
+    ("taskgen/stages/judge/evidence.py: CHANGE_CAP, SCREENSHOT_CAP", None),
+    ("taskgen/stages/judge/evidence.py: CHANGE_CAPS", "not defined"),
     ("taskgen/no_such_module.py", "no such file"),
     ("taskgen/engine/contract.py: StageWork.do_batch", None),
     ("taskgen/engine/contract.py: StageWork.no_such_field", "not defined"),
