@@ -114,7 +114,7 @@ def test_a_non_zero_exit_fails_the_run_with_its_last_lines(harness, tasks_file, 
     unit = pipeline_run.units.get()
     assert (unit.status, unit.attempts) == ("failed", 1)  # failed for good at once: a resume runs it again
     error = pipeline_run.errors[0]
-    assert "`taskgen resume" in pipeline_run.errors[-1]
+    assert f"taskgen resume {pipeline_run.pk}" in pipeline_run.errors[-1]
     assert "the harness mini exited with code 3; its last lines:" in error
     assert "the model server refused the connection" in error and "episode 29: <b>error</b> line" in error
     assert "episode 10:" not in error  # the last 20 lines, not all of them

@@ -272,5 +272,5 @@ def test_the_cli_keeps_its_workers_calls_in_flight_and_never_more(transactional_
     call_command("taskgen", "judge", "sandbox-threads", "--provider", "gemini", "--workers", "8", stdout=out,
                  stderr=err)
     assert json.loads(out.getvalue().strip().splitlines()[-1])["success"] == 16, err.getvalue()
-    assert "here with 8 calls in flight" in err.getvalue()
+    assert "threads, 8 calls in flight" in err.getvalue()
     assert 5 <= fake_gemini.peak_in_flight <= 8  # at least 5 of 8 on a busy machine

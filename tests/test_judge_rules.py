@@ -111,7 +111,7 @@ def test_cli_judges_offline_with_rules_and_writes_the_reference_files(db, tmp_pa
     out, err = _cli("sandbox-run", "--write-dir", str(tmp_path / "sandbox-run_judge"))
     assert json.loads(out.strip().splitlines()[-1]) == {
         "episodes": 2, "success": 1, "rate": 0.5, "no_verdict": 0, "errors": 0, "judge": RULES_MODEL}
-    assert "] 2/2 done, 0 failed" in err and "here with 1 call in flight" in err
+    assert "] 2/2 done, 0 failed" in err and "here with 1 thread, 1 call in flight" in err
     record = json.loads((tmp_path / "sandbox-run_judge" / f"{good.task.task_id}.json").read_text())
     assert set(record) == {"task_id", "predicted_label", "verdict", "response", "model"}
     assert (record["predicted_label"], record["verdict"], record["model"]) == (1, True, RULES_MODEL)

@@ -59,7 +59,6 @@ def _import(file: str, all_or_nothing: bool, stdout, stderr) -> int:
     waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=1,
                       stall_seconds=LABELS_RESTORE_WORK.unit_seconds)
     if wait_report(waited=waited, stream=stderr):
-        stderr.write(f"the restore did not finish; resume it with: taskgen resume {pipeline_run.pk} --workers 1")
         return 1
     stdout.write(summary_line(waited.pipeline_run.result))
     refusals = labels_restore_refusals(waited.pipeline_run)

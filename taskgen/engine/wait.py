@@ -2,6 +2,8 @@
 settled for `stall_seconds`: it names the open units and why), and, at the end, every unit that is not done.
 
 With `work_here` threads the command line works the run's units itself, through the same engine as a worker.
+Every command says where a run is worked (`where_words`), how to start a worker for it (`worker_command`) and how
+to resume what it did not finish (`resume_words`, said by `wait_report`) in these words, and only here.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 
+from taskgen.engine.stage_table import stage_work
 from taskgen.engine.tasks import reconcile_now
 from taskgen.engine.units import Status, unit_counts, units_not_done
 from taskgen.engine.worker import work
@@ -24,6 +27,26 @@ BAR = 30
 class Waited:
     pipeline_run: PipelineRun
     stalled: bool = False
+    work_here: int = 0  # the threads this command worked the run with: a resume works it the same way
+
+
+def worker_command(queue: str) -> str:
+    """The command that starts a worker taking `queue` (a worker started without -Q takes the default queue only)."""
+    return f"celery -A taskgen worker -Q {queue}"
+
+
+def where_words(*, pipeline_run: PipelineRun, work_here: int) -> str:
+    """Where a run's units are worked, as a command says when it starts the run."""
+    if work_here:
+        return f"here with {work_here} thread{'s' if work_here != 1 else ''}"
+    queue = stage_work(pipeline_run.stage).queue
+    return f"by the workers of the `{queue}` queue ({worker_command(queue)})"
+
+
+def resume_words(*, pipeline_run: PipelineRun, work_here: int) -> str:
+    """How to run again what a run did not finish, worked where it was: what is done is kept."""
+    here = f" --workers {work_here}" if work_here else ""
+    return f"resume it to run only what is not done (what is done is kept): taskgen resume {pipeline_run.pk}{here}"
 
 
 def progress_line(pipeline_run: PipelineRun, counts) -> str:
@@ -57,7 +80,9 @@ def run_wait(*, pipeline_run: PipelineRun, stream, stall_seconds: float = 600, w
     for thread in threads:
         thread.start()
     try:
-        return _watch(pipeline_run, stream, stall_seconds, poll_seconds, inline=work_here == 1)
+        waited = _watch(pipeline_run, stream, stall_seconds, poll_seconds, inline=work_here == 1)
+        waited.work_here = work_here
+        return waited
     finally:
         stop.set()
         for thread in threads:
@@ -97,15 +122,21 @@ def units_not_done_lines(pipeline_run: PipelineRun, limit: int = 200) -> list[st
             for u in units]
 
 
-def wait_report(*, waited: Waited, stream) -> int:
-    """Say how the wait ended; 0 when every unit is done, else 1 with every unit not done named."""
+def wait_report(*, waited: Waited, stream, resume_here: int | None = None) -> int:
+    """Say how the wait ended; 0 when every unit is done, else 1 with every unit not done named and how to resume
+    the run (worked here with `resume_here` threads, by default as this wait was)."""
     pipeline_run = waited.pipeline_run
     lines = units_not_done_lines(pipeline_run)
     if waited.stalled:
+        queue = stage_work(pipeline_run.stage).queue
         stream.write(f"{pipeline_run} stalled: no unit finished for a while; it goes on in the background "
-                     f"(is a worker running? celery -A taskgen worker -B). Units not done:")
+                     f"(is a worker running? {worker_command(queue)}). Units not done:")
     elif lines:
         stream.write(f"{pipeline_run} ended with {len(lines)} units not done:")
     for line in lines:
         stream.write(line)
-    return 1 if lines or waited.stalled else 0
+    if not (lines or waited.stalled):
+        return 0
+    here = waited.work_here if resume_here is None else resume_here
+    stream.write(resume_words(pipeline_run=pipeline_run, work_here=here))
+    return 1

@@ -19,7 +19,7 @@ from django.conf import settings
 
 from taskgen.engine.contract import StageParamsError
 from taskgen.engine.control import run_start
-from taskgen.engine.wait import run_wait, wait_report
+from taskgen.engine.wait import resume_words, run_wait, wait_report
 from taskgen.harness.agents import agent_names, agent_options_from, agent_reach_lines
 from taskgen.models import PipelineRun
 from taskgen.stages.attempt.service import attempt_result_words
@@ -70,8 +70,9 @@ def run(options: dict, stdout, stderr) -> int:
                           stall_seconds=options.get("stall_seconds") or 600)
     finally:
         _stop_worker(worker)
-    code = wait_report(waited=waited, stream=stderr)
-    return _report(waited.pipeline_run, stdout, stderr) or code
+    # A resume works what is not done here: the worker this command started stops with it.
+    code = wait_report(waited=waited, stream=stderr, resume_here=1)
+    return _report(waited.pipeline_run, stdout, stderr, resume_said=bool(code)) or code
 
 
 def _start_worker(processes: int, pipeline_run_id: int) -> subprocess.Popen:
@@ -96,13 +97,14 @@ def _stop_worker(worker: subprocess.Popen | None) -> None:
         worker.wait()
 
 
-def _report(pipeline_run: PipelineRun, stdout, stderr) -> int:
+def _report(pipeline_run: PipelineRun, stdout, stderr, *, resume_said: bool) -> int:
     pipeline_run.refresh_from_db()
     if pipeline_run.status != PipelineRun.Status.DONE:
-        stderr.write(f"attempt #{pipeline_run.pk} ended {pipeline_run.status}; "
-                     f"taskgen resume {pipeline_run.pk} runs what is not done")
+        stderr.write(f"attempt #{pipeline_run.pk} ended {pipeline_run.status}")
         for error in pipeline_run.errors[-5:]:
             stderr.write(f"  error: {error}")
+        if not resume_said:
+            stderr.write(resume_words(pipeline_run=pipeline_run, work_here=1))
         return 1
     r, run = pipeline_run.result, pipeline_run.run
     stdout.write(f"run {run.name!r} (id {run.pk}): {attempt_result_words(r)}")

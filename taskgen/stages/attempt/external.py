@@ -13,6 +13,7 @@ from pathlib import Path
 from django.conf import settings
 
 from taskgen.engine.contract import UnitFailed
+from taskgen.engine.wait import resume_words
 from taskgen.harness.agents import agent_label, external_harness_name
 from taskgen.harness.external import external_command, external_harnesses, external_run
 from taskgen.models import Episode, PipelineRun, Run, VerifierResult, WorkUnit
@@ -120,8 +121,8 @@ def attempt_external_finish(*, pipeline_run: PipelineRun, name: str) -> dict:
     else the run's episodes counted as an attempt's summary counts them."""
     unit = WorkUnit.objects.filter(pipeline_run=pipeline_run, key=UNIT).first()
     if unit is None or unit.status != WorkUnit.Status.DONE:
-        raise HarnessFailed(f"the harness run did not succeed (see the error above); `taskgen resume "
-                            f"{pipeline_run.pk}` runs it again")
+        raise HarnessFailed("the harness run did not succeed (see the error above); "
+                            + resume_words(pipeline_run=pipeline_run, work_here=0))
     run = Run.objects.get(name=name)
     PipelineRun.objects.filter(pk=pipeline_run.pk).update(run=run)
     result = unit.result or {}

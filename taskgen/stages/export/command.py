@@ -10,7 +10,7 @@ from django.conf import settings
 
 from taskgen.engine.contract import StageParamsError
 from taskgen.engine.control import run_start
-from taskgen.engine.wait import run_wait, wait_report
+from taskgen.engine.wait import resume_words, run_wait, wait_report, worker_command
 from taskgen.models import Export, JudgeConfig, PipelineRun, Run
 from taskgen.stages.export.select import ExportError, export_judge_config_default, report_bytes
 from taskgen.stages.export.work import export_left_out_words
@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--confidence", default=None, help="of the certificate's lower bound (default 0.95)")
     parser.add_argument("--workers", type=int, default=1,
                         help="write episodes here with N threads (default %(default)s: on this thread); 0: leave "
-                             "them to the workers of the `default` queue (celery -A taskgen worker)")
+                             f"them to the workers of the `default` queue ({worker_command('default')})")
     parser.add_argument("--stall-seconds", type=float, default=600,
                         help="stop waiting (exit 1, naming the episodes not written) when none was written this long")
 
@@ -92,11 +92,13 @@ def run(options: dict, stdout, stderr) -> int:
     stderr.write(f"rows: {export_left_out_words(pipeline_run=pipeline_run)}")  # before a file is written
     waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=options["workers"],
                       stall_seconds=options["stall_seconds"])
-    if wait_report(waited=waited, stream=stderr) or waited.pipeline_run.status != PipelineRun.Status.DONE:
+    code = wait_report(waited=waited, stream=stderr)
+    if code or waited.pipeline_run.status != PipelineRun.Status.DONE:
+        stderr.write("rows: not written in full")
         for error in waited.pipeline_run.errors[-5:]:
             stderr.write(f"  error: {error}")
-        stderr.write(f"rows: not written in full; resume it (written episodes are kept): "
-                     f"taskgen resume {pipeline_run.pk} --workers 1")
+        if not code:  # every episode written, the run's end failed: a resume runs only the end again
+            stderr.write(resume_words(pipeline_run=pipeline_run, work_here=options["workers"]))
         return 1
     export = Export.objects.defer("manifest").get(pk=waited.pipeline_run.result["export_id"])  # not read again
     stdout.write(report_bytes(export.report).decode())

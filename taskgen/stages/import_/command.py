@@ -76,7 +76,7 @@ def import_here(*, params: dict, stderr, stall_seconds: float | None = None) -> 
         IMPORT_PROGRESS.reset(token)
         close()
     if wait_report(waited=waited, stream=stderr):
-        stderr.write(f"import failed; resume it with: taskgen resume {pipeline_run.pk} --workers 1")
+        stderr.write("import failed")
         return pipeline_run, None
     return pipeline_run, waited.pipeline_run.result
 

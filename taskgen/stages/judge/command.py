@@ -13,7 +13,7 @@ from pathlib import Path
 from taskgen.concurrency import judge_threads_for
 from taskgen.engine.contract import NothingToDo
 from taskgen.engine.control import run_start
-from taskgen.engine.wait import run_wait, wait_report
+from taskgen.engine.wait import run_wait, wait_report, where_words
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.names import PLAIN_NAME_RULE, is_plain_name
 from taskgen.providers import provider_can, provider_names
@@ -100,8 +100,6 @@ def run(options: dict, stdout, stderr) -> int:
         stderr.write(f"wrote {_write_dir(found, config, options['write_dir'], stderr)} files to {options['write_dir']}")
     summary = judge_summary(run=found, config=config, errors=pipeline_run.failed if pipeline_run else 0)
     stdout.write(json.dumps(summary))
-    if code:
-        stderr.write(f"resume it to retry what is not done (judged ones are kept): taskgen resume {pipeline_run.pk}")
     return code
 
 
@@ -119,8 +117,8 @@ def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, Pipe
     calls = max(options["workers"], 1 if provider_can(config.provider, "offline") else 0)
     here = judge_threads_for(calls) if calls > 1 else calls  # a few threads prepare while the calls wait
     calls_in_flight_choose(calls or None)
-    where = (f"here with {calls} call{'s' if calls > 1 else ''} in flight" if here
-             else "by the workers of the `judge` queue (celery -A taskgen worker)")
+    in_flight = f", {calls} call{'s' if calls > 1 else ''} in flight" if here else ""
+    where = where_words(pipeline_run=pipeline_run, work_here=here) + in_flight
     how = " through one Gemini Batch API job" if batch else ""
     stderr.write(f"judging {pipeline_run.total} episodes of {run.name} with {config.key}{how} {where}")
     stall = options["stall_seconds"] or (BATCH_STALL_SECONDS if batch else STALL_SECONDS)

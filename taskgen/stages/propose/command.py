@@ -12,7 +12,7 @@ from pathlib import Path
 
 from taskgen.engine.contract import StageParamsError
 from taskgen.engine.control import run_start
-from taskgen.engine.wait import run_wait, wait_report
+from taskgen.engine.wait import run_wait, wait_report, where_words
 from taskgen.models import PipelineRun
 from taskgen.providers import provider_can, provider_names, provider_offline
 from taskgen.stages.propose.context import ContextError
@@ -76,15 +76,13 @@ def run(options: dict, stdout, stderr) -> int:
         stderr.write("nothing to propose: every site asked for is done already")
         return 0
     here = max(options["workers"], 1 if provider_can(params.provider, "offline") else 0)
-    where = f"here with {here} thread(s)" if here else "by the workers of the `judge` queue (celery -A taskgen worker)"
+    where = where_words(pipeline_run=pipeline_run, work_here=here)
     stderr.write(f"proposing for {len(params.sites)} sites, {params.per_site} each, in batches of {params.batch} "
                  f"with {params.provider} {where} (run {pipeline_run.pk})")
     waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=here, stall_seconds=options["stall_seconds"])
     code = wait_report(waited=waited, stream=stderr)
     waited.pipeline_run.refresh_from_db()
     _print_sites(waited.pipeline_run, stdout)
-    if code:
-        stderr.write(f"resume it to run the batches not done (kept tasks stay): taskgen resume {pipeline_run.pk}")
     return code
 
 
