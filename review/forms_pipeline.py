@@ -83,9 +83,7 @@ class AttemptForm(StageForm):
     stage, title = "attempt", "Attempt tasks in the browser harness"
     explain = "Runs an agent on each task of a tasks file and records every episode."
     tasks_file = _path_field("Tasks file (tasks.jsonl)")
-    agent = forms.ChoiceField(choices=agent_choices, initial="scripted",
-                              help_text="A model agent needs its provider: GEMINI_API_KEY, or an OpenAI-compatible "
-                                        "server (OPENAI_BASE_URL or the URL below).")
+    agent = forms.ChoiceField(choices=agent_choices, initial="scripted")
     name = forms.CharField(label="Run name", max_length=PLAIN_NAME_MAX,
                            help_text=f"A new plain name: {PLAIN_NAME_RULE}.")
     mistakes = forms.FloatField(label="Mistake rate (scripted agent)", min_value=0, max_value=1, initial=0.3)
@@ -94,7 +92,7 @@ class AttemptForm(StageForm):
     model = forms.CharField(label="Model (model agents)", max_length=200, required=False,
                             help_text="Empty: TASKGEN_AGENT_MODEL, else the provider's default model.")
     # A CharField: a server on the compose network ("http://vllm:8000/v1") has no dot, which URLField refuses.
-    base_url = forms.CharField(label="Server URL (openai-compatible)", required=False, max_length=500,
+    base_url = forms.CharField(label="Server URL", required=False, max_length=500,
                               help_text="e.g. http://127.0.0.1:8001/v1 for vLLM; empty: OPENAI_BASE_URL. "
                                         "The key comes only from OPENAI_API_KEY.")
     images = forms.ChoiceField(label="Screenshots (model agents)", required=False, initial="",
@@ -108,6 +106,10 @@ class AttemptForm(StageForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.agent_reach = agent_reach_lines()  # which agents can attempt which tasks, said beside the field
+        agents = [provider_info(name) for name in provider_names("agent")]  # what the provider table says
+        self.fields["agent"].help_text = "A model agent needs its provider's setting: " + ", ".join(
+            f"{p.name} {p.needs}" + (" (or the URL below)" if "server_url" in p.can else "") for p in agents) + "."
+        self.fields["base_url"].label = f"Server URL ({', '.join(provider_names('server_url'))})"
 
     def clean(self) -> dict:
         data = super().clean()

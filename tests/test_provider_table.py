@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 import taskgen.providers as providers
-from review.forms_pipeline import JudgeForm, ProposeForm
+from review.forms_pipeline import AttemptForm, JudgeForm, ProposeForm
 from taskgen.engine.contract import StageParamsError
 from taskgen.models import JudgeConfig, PipelineRun, ProposalBatch
 from taskgen.providers import ProviderInfo, provider_can, provider_check, provider_names
@@ -115,3 +115,14 @@ def test_screenshot_copies_are_made_for_a_judge_that_reads_images_without_media_
     assert image_copies_wanted() == copies
     settings.JUDGE_IMAGE_COPIES = ("default",)  # a setting given wins
     assert image_copies_wanted() == ("default",)
+
+
+@pytest.mark.django_db
+def test_a_planted_agent_provider_changes_what_the_attempt_form_says(monkeypatch):
+    server = ProviderInfo("planted-server", frozenset({"agent", "server_url"}), "planted", needs="PLANTED_URL",
+                          make="taskgen.providers.openai_compatible:OpenAICompatibleProvider")
+    monkeypatch.setattr(providers, "PROVIDERS", (*providers.PROVIDERS, server))
+    form = AttemptForm()
+    assert form.fields["base_url"].label == "Server URL (openai-compatible, planted-server)"
+    assert "gemini GEMINI_API_KEY, openai-compatible OPENAI_BASE_URL (or the URL below), planted-server PLANTED_URL " \
+           "(or the URL below)." in form.fields["agent"].help_text

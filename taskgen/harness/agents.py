@@ -238,7 +238,8 @@ def agent_options_check(*, name: str, options: dict) -> dict:
     base_url = str(options.get("base_url") or "")
     parts = urlsplit(base_url)
     if base_url and (not provider_can(name, "server_url") or parts.scheme not in ("http", "https") or not parts.netloc):
-        raise AgentError("base_url is an http(s) URL of an OpenAI-compatible server (for the openai-compatible agent)")
+        raise AgentError(f"base_url is an http(s) URL of a model server, for the "
+                         f"{' or '.join(provider_names('server_url'))} agent")
     if options.get("images") not in (None, True, False):
         raise AgentError("images is true (send screenshots), false (text only) or unset (the setting)")
     if not base_url and (missing := provider_missing(name)):

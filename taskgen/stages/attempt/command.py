@@ -22,6 +22,7 @@ from taskgen.engine.control import run_start
 from taskgen.engine.wait import resume_words, run_wait, wait_report
 from taskgen.harness.agents import agent_names, agent_options_from, agent_reach_lines
 from taskgen.models import PipelineRun
+from taskgen.providers import provider_names
 from taskgen.stages.attempt.service import attempt_result_words
 
 NAME = "attempt"
@@ -34,8 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="which agent attempts the tasks; each can attempt: " + "; ".join(agent_reach_lines()))
     parser.add_argument("--model", default="", help="a model agent's model (default: the provider's)")
     parser.add_argument("--base-url", default="",
-                        help="openai-compatible: the server's URL, e.g. http://127.0.0.1:8001/v1 (default: "
-                             "OPENAI_BASE_URL)")
+                        help=f"{', '.join(provider_names('server_url'))}: the server's URL, e.g. "
+                             "http://127.0.0.1:8001/v1 (default: OPENAI_BASE_URL)")
     parser.add_argument("--arm", default="base", help="an external harness's arm ({arm} in its command)")
     parser.add_argument("--images", choices=("yes", "no"), default=None,
                         help="whether the model gets screenshots (default: TASKGEN_OPENAI_IMAGES)")
