@@ -105,10 +105,19 @@ def _targets(episode: Episode) -> tuple[dict[int, Target], list]:
     return recorded, rows
 
 
+def _reasoning_and_thought(step: dict) -> str:
+    """A step's reasoning (the server's `reasoning_content`, a <think> block) and the thought its answer stated,
+    both: the second labelled where there are two."""
+    reasoning, thought = str(step.get("reasoning") or "").strip(), str(step.get("thought") or "").strip()
+    if reasoning and thought and thought not in reasoning:
+        return f"{reasoning}\n\nStated thought: {thought}"
+    return reasoning or thought
+
+
 def agent_reasoning(extra) -> list[str]:
     """A model agent's reasoning per action (grade_inputs.json `agent_steps`, one per step), "" where it gave none."""
     steps = extra.get("agent_steps") if isinstance(extra, dict) else None
-    return [str(s.get("reasoning") or "")[:4000] if isinstance(s, dict) else "" for s in steps or []]
+    return [_reasoning_and_thought(s)[:4000] if isinstance(s, dict) else "" for s in steps or []]
 
 
 def agent_run(extra) -> dict:

@@ -2,15 +2,13 @@
 consistency check between a verdict and its own parts. Shared by the importer and the judge stage."""
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 
 from taskgen.citations import EvidenceIndex, unsupported_count
 from taskgen.models import Episode, Screenshot
+from taskgen.providers.answer_json import AnswerUnreadable, answer_json
 
 VERDICTS = ("SUCCESS", "NOT SUCCESS")
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass
@@ -27,18 +25,12 @@ class ParsedAnswer:
 
 
 def _load_object(text: str) -> dict | None:
-    candidates = [text.strip()] + [m.strip() for m in _FENCE.findall(text)]
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start : end + 1])
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except (ValueError, TypeError):
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
+    """The answer's JSON object (the one holding a verdict, where there are several), by the one rule of
+    taskgen/providers/answer_json.py."""
+    try:
+        return answer_json(text, wanted=lambda value: "verdict" in value)
+    except AnswerUnreadable:
+        return None
 
 
 def _clean_parts(raw) -> list[dict]:

@@ -32,16 +32,17 @@ def test_each_action_is_read_into_the_recorded_shape(text, action):
     assert parse_agent_answer(text)[0] == action
 
 
-def test_the_thought_is_kept_as_the_reasoning():
-    assert parse_agent_answer('{"thought": "the cart is 3", "action": {"done": {}}}')[1] == "the cart is 3"
+def test_the_thought_is_kept_as_the_stated_thought():
+    answer = parse_agent_answer('{"thought": "the cart is 3", "action": {"done": {}}}')
+    assert (answer.thought, answer.thinking) == ("the cart is 3", "")
 
 
 def test_a_think_block_is_the_reasoning_and_not_read_for_the_action():
     text = ('<think>The list shows {"click": {"element": 9}} style numbers; the search box is [1].</think>\n'
             '{"thought": "search first", "action": {"type": {"element": 1, "text": "mug", "submit": true}}}')
-    action, reasoning = parse_agent_answer(text)
-    assert action == {"type": {"index": 1, "text": "mug", "submit": True}}
-    assert reasoning.startswith("The list shows") and reasoning.endswith("search first")
+    answer = parse_agent_answer(text)
+    assert answer.action == {"type": {"index": 1, "text": "mug", "submit": True}}
+    assert answer.thinking.startswith("The list shows") and answer.thought == "search first"
 
 
 def test_prose_with_braces_before_the_answer_is_skipped():

@@ -7,54 +7,20 @@ true}}, {"select": {"index": 4, "value": ".."}}, {"scroll": {"dy": 600}}, {"goto
 """
 from __future__ import annotations
 
-import json
-import re
+from typing import NamedTuple
 from urllib.parse import urljoin, urlsplit
 
 from taskgen.harness.agent_errors import AgentStop
 from taskgen.harness.observe import Observation
+from taskgen.providers.answer_json import AnswerUnreadable, answer_json, thinking_of
 
 ACTIONS = ("click", "type", "select", "scroll", "goto", "back", "answer", "done")
 BY_ELEMENT = ("click", "type", "select")
 SCROLL_PIXELS = 600
-_FENCE = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
-_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL)  # a reasoning model's thinking, written inline
-MAX_OBJECT_STARTS = 200
-
-
-class AnswerUnreadable(ValueError):
-    """The model's answer is not one action the harness can take; the message says what is wrong, for the model."""
 
 
 def _is_answer(value) -> bool:
     return isinstance(value, dict) and ("action" in value or any(name in value for name in ACTIONS))
-
-
-def _json_object(text: str) -> dict:
-    """The answer's JSON object: the whole text, a ```json fence, or the first object in the text that holds an
-    action (a model may write prose, or braces, before it)."""
-    candidates = [text.strip()] + [m.group(1) for m in _FENCE.finditer(text)]
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    decoder = json.JSONDecoder()
-    found = None
-    for start in [i for i, c in enumerate(text) if c == "{"][:MAX_OBJECT_STARTS]:
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except ValueError:
-            continue
-        if _is_answer(value):
-            return value
-        if found is None and isinstance(value, dict):
-            found = value
-    if found is not None:
-        return found
-    raise AnswerUnreadable("it is not a JSON object")
 
 
 def _element(params: dict, name: str) -> int:
@@ -88,11 +54,18 @@ def _params(name: str, params: dict) -> dict:
     return {}
 
 
-def parse_agent_answer(text: str) -> tuple[dict, str]:
-    """(the action to record, the model's reasoning: its <think> block and its "thought") from its answer;
-    AnswerUnreadable says what is wrong."""
-    thinking = " ".join(m.group(1).strip() for m in _THINK.finditer(text))
-    answer = _json_object(_THINK.sub("", text))
+class AgentAnswer(NamedTuple):
+    """A model's answer read: the action to record, its inline <think> reasoning, and the "thought" it stated."""
+
+    action: dict
+    thinking: str
+    thought: str
+
+
+def parse_agent_answer(text: str) -> AgentAnswer:
+    """The action, the <think> block and the stated "thought" of a model's answer; AnswerUnreadable says what is
+    wrong."""
+    answer = answer_json(text, wanted=_is_answer)
     action = answer.get("action", answer)  # a bare {"click": {...}} is read too
     if not isinstance(action, dict) or len(action) != 1:
         raise AnswerUnreadable("\"action\" must be an object with exactly one key, the action's name")
@@ -104,7 +77,7 @@ def parse_agent_answer(text: str) -> tuple[dict, str]:
     if not isinstance(params, dict):
         raise AnswerUnreadable(f"the parameters of {name} must be an object")
     thought = str(answer.get("thought") or answer.get("reasoning") or "")
-    return {name: _params(name, params)}, "\n\n".join(part for part in (thinking, thought) if part)
+    return AgentAnswer({name: _params(name, params)}, thinking_of(text), thought)
 
 
 def _site_prefix(task: dict) -> str:
@@ -120,10 +93,10 @@ def action_check(action: dict, observation: Observation, task: dict) -> None:
             top = max(numbers) if numbers else None
             shown = f"0 to {top}" if top is not None else "none on this page"
             raise AgentStop("bad_element", f"step {observation.step}: {name} element {params['index']}, which does "
-                                           f"not exist (the page's elements: {shown})")
+                                           f"not exist (the page's elements: {shown})", action=action)
     if name == "goto":
         here, there = urlsplit(observation.url), urlsplit(urljoin(observation.url, params["url"]))
         prefix = _site_prefix(task)
         if (there.scheme, there.netloc) != (here.scheme, here.netloc) or not (there.path + "/").startswith(prefix):
             raise AgentStop("off_site", f"step {observation.step}: goto {params['url'][:200]} leaves the site "
-                                        f"({prefix})")
+                                        f"({prefix})", action=action)

@@ -9,9 +9,11 @@ class AgentError(RuntimeError):
 
 class AgentStop(Exception):  # noqa: N818 (a clean end of an episode, not an error)
     """The episode ends here, cleanly, for a reason the record keeps: `finished` says which kind (bad_element,
-    off_site), `reason` says it in words."""
+    off_site, unreadable), `reason` says it in words, `action` is what the agent said that could not be carried out
+    (kept for review, never a training row)."""
 
-    def __init__(self, finished: str, reason: str) -> None:
+    def __init__(self, finished: str, reason: str, action: dict | None = None) -> None:
         super().__init__(reason)
         self.finished = finished
         self.reason = reason
+        self.action = action

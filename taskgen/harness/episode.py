@@ -152,20 +152,24 @@ def _step(record: EpisodeRecord, agent: Agent, page, base_url: str, step: int, c
         with clock.phase("observe"):
             obs = observe(page, step, shot)
     record.observations.append(agent.shown(obs) if hasattr(agent, "shown") else obs.shown())
+    stop = None
     try:
         with clock.phase("agent"):
             action = agent.act(obs)
-    except AgentStop as stop:  # the agent named what it cannot do here: the episode ends, cleanly
+    except AgentStop as stopped:  # the agent said what cannot be done here: the episode ends, cleanly
+        stop, action = stopped, _not_carried_out(stopped)
         record.finished, record.end_reason = stop.finished, stop.reason
-        action = {"done": {"reason": stop.reason}}
     record.shots.append(shot)
     record.seen.append(obs.text)
     if target := obs.target(action, len(record.actions)):
         record.targets.append(target)
     record.actions.append(action)
     name, params = next(iter(action.items()))
-    if name != "invalid":  # a step the model could not phrase is the judge's evidence, never a training row
-        record.rows.append(_row(record, obs, action, step))
+    if name != "invalid":  # what the model said that was not carried out is the judge's evidence, never a row
+        record.rows.append(_row(record, obs, action, len(record.rows) + 1))
+        record.row_screens.append(step)
+    if stop is not None:
+        return True
     if name == "done":
         reason = str((params or {}).get("reason") or "")
         if not record.finished:  # a done with a reason is the agent giving up, and saying why
@@ -176,6 +180,14 @@ def _step(record: EpisodeRecord, agent: Agent, page, base_url: str, step: int, c
             _execute(record, page, base_url, name, params or {})
         server_errors.raise_if_any()
     return False
+
+
+def _not_carried_out(stop: AgentStop) -> dict:
+    """The step's record when the agent stopped the episode: what it said, marked as not carried out."""
+    if stop.action and "invalid" in stop.action:
+        return stop.action
+    said = {"action": stop.action} if stop.action else {}
+    return {"invalid": {"error": stop.reason, **said}}
 
 
 def _time_check(clock: _Clock, started: float, step: int) -> None:
@@ -191,11 +203,11 @@ def _time_check(clock: _Clock, started: float, step: int) -> None:
                            f"TASKGEN_AGENT_MODEL_SECONDS ({settings.AGENT_MODEL_SECONDS}s)")
 
 
-def _row(record: EpisodeRecord, obs: Observation, action: dict, step: int) -> dict:
-    """One training row: what the agent saw at this step and what it did."""
-    return {"task_id": record.task_id, "step": step, "instruction": record.task.get("instruction"), "url": obs.url,
-            "title": obs.title, "elements": obs.element_lines(), "text": obs.text, "action": action,
-            "image": f"step_{step}.png"}
+def _row(record: EpisodeRecord, obs: Observation, action: dict, number: int) -> dict:
+    """Training row `number` (counted over performed actions, from 1): what the agent saw and what it did."""
+    return {"task_id": record.task_id, "step": number, "instruction": record.task.get("instruction"),
+            "url": obs.url, "title": obs.title, "elements": obs.element_lines(), "text": obs.text, "action": action,
+            "image": f"step_{number}.png"}
 
 
 def _element(page, params: dict):

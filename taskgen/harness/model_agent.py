@@ -2,7 +2,10 @@
 screenshot, text) and the page's numbered elements with what it did so far, and answers one action.
 
 An answer that cannot be read is asked again once with the reason; a second one is recorded as a failed step
-(`{"invalid": {...}}`, which the harness does not execute). A busy model is retried with the judge's backoff rule;
+(`{"invalid": {...}}`, which the harness does not execute), and UNREADABLE_STEPS such steps in a row end the episode
+as failed ("unreadable"): a model that cannot phrase an action will not start to on the next page. The model's
+reasoning (what the server returns apart, as `reasoning_content`, and any <think> block) and the thought its answer
+states are kept apart, both. A busy model is retried with the judge's backoff rule;
 when it stays down the episode fails with the reason (the run goes on). Each step's prompt, raw output, reasoning,
 action, tokens and latency are kept in `steps`; `summary()` gives the episode's model, prompt version and cost.
 """
@@ -15,8 +18,8 @@ from string import Template
 
 from django.conf import settings
 
-from taskgen.harness.agent_actions import AnswerUnreadable, action_check, parse_agent_answer
-from taskgen.harness.agent_errors import AgentError
+from taskgen.harness.agent_actions import action_check, parse_agent_answer
+from taskgen.harness.agent_errors import AgentError, AgentStop
 from taskgen.harness.agent_reach import off_sandbox
 from taskgen.harness.observe import Observation, element_name
 from taskgen.prompt_files import load_prompt_file, one_paragraph
@@ -32,6 +35,7 @@ from taskgen.providers import (
     provider_for,
     provider_missing,
 )
+from taskgen.providers.answer_json import AnswerUnreadable
 from taskgen.providers.pricing import model_cost_usd
 from taskgen.providers.retry import call_with_retries, retries_longest_seconds
 
@@ -81,6 +85,7 @@ def element_list(elements: list[dict]) -> str:
 
 
 ASKS_PER_STEP = 2  # an answer that cannot be read is asked again once, then the step is invalid
+UNREADABLE_STEPS = 3  # invalid steps in a row that end the episode
 
 
 def agent_step_seconds() -> float:
@@ -106,6 +111,7 @@ class ModelAgent:
         self.name = f"{provider} {self.model}"
         self.task: dict = {}
         self.steps: list[dict] = []
+        self.unreadable_in_a_row = 0
 
     @staticmethod
     def _provider(name: str, base_url: str, takes_images: bool | None):
@@ -118,7 +124,7 @@ class ModelAgent:
     def start(self, task: dict) -> None:
         if reason := off_sandbox(task):
             raise AgentError(reason)
-        self.task, self.steps = task, []
+        self.task, self.steps, self.unreadable_in_a_row = task, [], 0
 
     def _history(self) -> str:
         recent = self.steps[-settings.AGENT_HISTORY:] if settings.AGENT_HISTORY else []
@@ -153,15 +159,26 @@ class ModelAgent:
     def act(self, observation: Observation) -> dict:
         prompt = self.render(observation)
         step = {"step": observation.step, "url": observation.url, "prompt": prompt[:PROMPT_KEEP_CHARS], "raw": [],
-                "reasoning": "", "input_tokens": 0, "output_tokens": 0, "latency_ms": 0, "error": ""}
+                "reasoning": "", "thought": "", "input_tokens": 0, "output_tokens": 0, "latency_ms": 0, "error": ""}
         self.steps.append(step)
         action = self._ask(prompt, observation, step)
         step["action"] = action
         step["action_text"] = _action_text(action)
         step["outcome"] = "not done: " + step["error"] if "invalid" in action else "done"
-        if "invalid" not in action:
+        if "invalid" in action:
+            self._unreadable_check(observation.step, action)
+        else:
+            self.unreadable_in_a_row = 0
             action_check(action, observation, self.task)  # AgentStop ends the episode here, with its reason
         return action
+
+    def _unreadable_check(self, step: int, action: dict) -> None:
+        """End the episode (AgentStop "unreadable") after UNREADABLE_STEPS invalid steps in a row."""
+        self.unreadable_in_a_row += 1
+        if self.unreadable_in_a_row >= UNREADABLE_STEPS:
+            raise AgentStop("unreadable", f"step {step}: the model's answers could not be read at {UNREADABLE_STEPS} "
+                                          f"steps in a row, each asked twice (last: {action['invalid']['error']})",
+                            action=action)
 
     def _ask(self, prompt: str, observation: Observation, step: dict) -> dict:
         """The action from the model's answer; asked once more with the reason when it cannot be read."""
@@ -172,15 +189,16 @@ class ModelAgent:
             step["output_tokens"] += result.output_tokens
             step["latency_ms"] += result.latency_ms
             try:
-                action, thought = parse_agent_answer(result.text)
+                answer = parse_agent_answer(result.text)
             except AnswerUnreadable as exc:
                 step["error"] = f"answer unreadable: {exc}"
                 if attempt == 1:
                     prompt = prompt + "\n\n" + Template(self.prompt.reask).safe_substitute(error=str(exc))
                 continue
-            step["reasoning"] = result.reasoning or thought
+            step["reasoning"] = "\n\n".join(part for part in (result.reasoning, answer.thinking) if part)
+            step["thought"] = answer.thought
             step["error"] = ""
-            return action
+            return answer.action
         return {"invalid": {"error": step["error"]}}
 
     def outcome(self, text: str) -> None:

@@ -19,7 +19,8 @@ class EpisodeRecord:
     seen: list[str] = field(default_factory=list)
     shots: list[bytes] = field(default_factory=list)  # one per step, the screen the agent acted on
     final_shot: bytes | None = None
-    rows: list[dict] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)  # training rows: performed actions only, numbered from 1
+    row_screens: list[int] = field(default_factory=list)  # per row, the step (screenshot) it was taken from
     targets: list[dict] = field(default_factory=list)  # the element each click/type/select named, with its box
     verifier: dict | None = None  # {ok, parts}
     error: str = ""
@@ -63,11 +64,10 @@ def episode_write(*, record: EpisodeRecord, run_dir: Path) -> Path:
     if record.observations:
         grade["observations"] = record.observations
     _dump(ep / "grade_inputs.json", grade)
-    row_images = {row["image"] for row in record.rows}
     for n, png in enumerate(record.shots, start=1):
         (ep / "screenshots" / f"step_{n}.png").write_bytes(png)
-        if f"step_{n}.png" in row_images:  # a step without a row (an invalid answer) has no row image either
-            (ep / "rows" / f"step_{n}.png").write_bytes(png)
+    for row, screen in zip(record.rows, record.row_screens, strict=True):  # a step without a row has no row image
+        (ep / "rows" / row["image"]).write_bytes(record.shots[screen - 1])
     if record.final_shot:
         (ep / "final.png").write_bytes(record.final_shot)
     rows = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in record.rows)

@@ -68,7 +68,8 @@ def test_an_openai_compatible_model_solves_a_task_and_the_episode_is_recorded(li
     assert any(e["role"] == "searchbox" or e["selector"] == 'input[name="q"]'
                for e in elements_of(first["messages"][1]["content"][0]["text"]))
     step = record.agent_steps[0]
-    assert step["reasoning"] == "I <b>type</b> next, as planned." and step["input_tokens"] > 500
+    assert step["thought"] == "I <b>type</b> next, as planned." and step["reasoning"] == ""
+    assert step["input_tokens"] > 500
     assert step["action"] == record.actions[0] and json.loads(step["raw"][0])["action"]["type"]["text"]
     assert record.agent_run["model"] == "qwen-test" and record.agent_run["prompt_version"] == "agent-v1"
 
@@ -110,11 +111,13 @@ def test_garbage_is_asked_again_once_then_the_step_fails_and_the_episode_goes_on
     assert failed == {"invalid": {"error": "answer unreadable: it is not a JSON object"}}
     assert [next(iter(a)) for a in record.actions] == ["type", "invalid", "click", "answer", "done"]
     assert "not done: answer unreadable" in policy.prompts[1]  # the next step's history says what came of it
-    # The failed step is the judge's evidence (its actions) but never a training row, nor a row image.
+    # The failed step is the judge's evidence (its actions) but never a training row, nor a row image; the rows are
+    # numbered without a gap (they skipped step 2), each image the screen its action was taken from.
     assert [next(iter(r["action"])) for r in record.rows] == ["type", "click", "answer", "done"]
+    assert [(r["step"], r["image"]) for r in record.rows] == [(n, f"step_{n}.png") for n in (1, 2, 3, 4)]
     written = episode_write(record=record, run_dir=tmp_path)
     assert sorted(p.name for p in (written / "rows").glob("*.png")) == sorted(r["image"] for r in record.rows)
-    assert "step_2.png" not in {r["image"] for r in record.rows}
+    assert (written / "rows" / "step_2.png").read_bytes() == (written / "screenshots" / "step_3.png").read_bytes()
     assert len(list((written / "screenshots").glob("*.png"))) == len(record.actions)
 
 
@@ -124,7 +127,62 @@ def test_an_element_that_does_not_exist_ends_the_episode_with_the_reason(live_se
     record = _run(task, live_server)
     assert record.error == "" and record.finished == "bad_element"
     assert "click element 999, which does not exist" in record.end_reason
-    assert record.actions == [{"done": {"reason": record.end_reason}}] and len(record.rows) == 1
+    # what the model said is kept for review, marked as not carried out; no made-up done, in actions or rows
+    assert record.actions == [{"invalid": {"error": record.end_reason, "action": {"click": {"index": 999}}}}]
+    assert record.rows == [] and record.end_step == 1
+
+
+def test_a_model_whose_answers_cannot_be_read_stops_after_three_steps_as_failed(live_server, fake_openai, tmp_path):
+    """It used all 20 steps, two calls each, and ended as 'step limit'."""
+    fake_openai.answer = lambda body: "I would probably click the blue button, then see."
+    record = _run(_task("sb-shop-001"), live_server)
+    assert (record.finished, record.end_step, len(fake_openai.requests)) == ("unreadable", 3, 6)
+    assert record.end_reason.startswith("step 3: the model's answers could not be read at 3 steps in a row")
+    assert [next(iter(a)) for a in record.actions] == ["invalid"] * 3 and record.rows == []
+    assert json.loads((episode_write(record=record, run_dir=tmp_path) / "rows" / "episode.json").read_text(
+        encoding="utf-8"))["finished"] == "unreadable"
+
+
+def test_reasoning_content_and_the_answers_own_thought_are_both_kept(live_server, fake_openai):
+    task = _task("sb-shop-001")
+    policy = SolutionPolicy(task)
+    fake_openai.answer = lambda body: (json.dumps(policy(body)), "The search box is element 1; I search first.")
+    record = _run(task, live_server)
+    assert record.finished == "done", record.end_reason
+    step = record.agent_steps[0]
+    assert step["reasoning"] == "The search box is element 1; I search first."
+    assert step["thought"] == "I <b>type</b> next, as planned."
+
+
+@pytest.mark.parametrize("fault,said", [
+    ("context_400", "openai-compatible 400: Error code: 400 - This model's maximum context length is 8192 tokens"),
+    ("body_not_json", "answered 200 with a body that is not a chat completion: '<html>"),
+])
+def test_an_answer_that_will_never_do_fails_the_episode_at_once_saying_what_the_server_said(
+        live_server, fake_openai, fault, said):
+    fake_openai.script([fault] * 10)
+    record = _run(_task("sb-shop-001"), live_server)
+    assert record.finished == "error" and record.end_step == 1 and said in record.end_reason
+    assert "the model failed at step 1" in record.end_reason and record.rows == []
+    assert len(fake_openai.requests) == 1  # not tried again
+
+
+def test_a_busy_model_is_waited_for_with_and_without_retry_after(live_server, fake_openai):
+    task = _task("sb-shop-001")
+    fake_openai.answer = SolutionPolicy(task)
+    fake_openai.script(["429", "503_bare"])
+    record = _run(task, live_server)
+    assert record.finished == "done" and record.verifier["ok"], record.end_reason
+    assert [r["fault"] for r in fake_openai.requests[:3]] == ["429", "503_bare", "ok"]
+
+
+def test_a_model_trickling_its_answer_past_the_timeout_fails_the_episode(live_server, fake_openai, settings):
+    settings.JUDGE_TIMEOUT_SECONDS, settings.AGENT_MAX_ATTEMPTS = 1, 2
+    fake_openai.stall = 4.0  # a byte every 0.2 s: every read in time, the whole answer far past 1 s
+    fake_openai.script(["trickle", "trickle"])
+    record = _run(_task("sb-shop-001"), live_server)
+    assert record.finished == "error" and record.end_step == 1
+    assert "was still sending its answer after 1s (timeout)" in record.end_reason
 
 
 def test_a_goto_off_the_site_ends_the_episode_with_the_reason(live_server, fake_openai):

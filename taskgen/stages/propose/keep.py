@@ -7,6 +7,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from taskgen.providers.answer_json import AnswerUnreadable, answer_json
 from taskgen.quoted import quoted_in
 
 MIN_INSTRUCTION = 15  # shorter "instructions" are fragments, not goals
@@ -14,10 +15,6 @@ _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 # Two or more capitalised words in a row read as a name ("Kenyan AA Whole Beans", "Amélie Dubois").
 _CAPITALISED = re.compile(r"\b[A-ZÀ-ÖØ-Þ][\w'’.&-]*(?:\s+(?:de|du|la|le|of|the|&|à)?\s*[A-ZÀ-ÖØ-Þ0-9][\w'’.&-]*)+")
 _SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+)$")
-
-
-class AnswerUnreadable(ValueError):
-    """The answer is not JSON, or JSON without a list of tasks."""
 
 
 @dataclass
@@ -54,9 +51,9 @@ def tasks_jsonl_line(record: dict) -> str:
 
 def answer_items(text: str) -> list:
     """The items of a proposer's answer: {"tasks": [...]} or a bare list; AnswerUnreadable otherwise."""
-    try:
-        got = json.loads(text or "")
-    except ValueError as exc:
+    try:  # the one rule for reading a model's JSON (a fence, prose or a <think> block before it)
+        got = answer_json(text, wanted=lambda value: isinstance(value, list) or "tasks" in value, lists=True)
+    except AnswerUnreadable as exc:
         raise AnswerUnreadable(f"the answer is not JSON ({exc})") from exc
     items = got.get("tasks") if isinstance(got, dict) else got
     if items is None and isinstance(got, dict):
