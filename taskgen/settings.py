@@ -139,7 +139,8 @@ def _postgres_pool() -> dict:
     pool = {"min_size": low, "max_size": high, "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0)}
     # CONN_HEALTH_CHECKS: the pool checks each connection (an empty query) before it lends it, so one PostgreSQL
     # ended meanwhile (a restart, pg_terminate_backend) is replaced instead of failing the request or unit it went to.
-    return {"CONN_MAX_AGE": 0, "CONN_HEALTH_CHECKS": True, "OPTIONS": {"pool": pool}}
+    # taskgen.db_backend: Django's PostgreSQL backend whose pool renews every idle connection when it finds one dead.
+    return {"ENGINE": "taskgen.db_backend", "CONN_MAX_AGE": 0, "CONN_HEALTH_CHECKS": True, "OPTIONS": {"pool": pool}}
 # ---- end of Production (pool) ----
 
 
