@@ -39,6 +39,7 @@ def _postgresql_only():
 @pytest.fixture
 def fake_gemini():
     server = FakeGemini(latency=0.05, retry_hint=0.2).start()
+    server.faults_per_request = 3  # an episode's five tries never all fault: the test is of kills, not of bad luck
     rng = random.Random(11)
     server.script([rng.choice(["429", "503"]) if rng.random() < 0.2 else "ok" for _ in range(EPISODES * 2)])
     yield server

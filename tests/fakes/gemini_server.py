@@ -100,7 +100,7 @@ class FakeGemini(FakeModelServer):
         raw = handler.rfile.read(int(handler.headers.get("content-length") or 0))
         body = json.loads(raw or b"{}")
         match = _PATH.match(handler.path.split("?")[0])
-        fault = self._next_fault()
+        fault = self._next_fault(raw)
         record = {"path": handler.path, "model": match.group("model") if match else None, "fault": fault,
                   "headers": {k.lower(): v for k, v in handler.headers.items()}, "body": body, "at": time.time()}
         with self._lock:
