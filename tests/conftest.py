@@ -6,6 +6,20 @@ from django.test import Client
 
 from tests.factories import UserFactory
 
+# Under pytest-xdist (`-n 2 --dist loadgroup`) these run one after another on one worker: they start real Celery
+# workers, bind fixed ports (tests/redis_server.py's servers, the compose file's Redis) or start the demo's and
+# production's processes, and they stop, freeze or kill them on a clock. Every other test runs on whichever worker is
+# free, each worker with its own database, var folder and Redis database (tests/settings.py).
+ONE_AT_A_TIME = {"test_compose.py", "test_production.py", "test_judge_rate_limit.py", "test_login_without_redis.py",
+                 "test_demo_serve.py", "test_demo_commands.py", "test_engine_faults.py", "test_engine_kill_recovery.py",
+                 "test_engine_stage_faults.py", "test_chaos_soak.py"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if item.path.name in ONE_AT_A_TIME or item.get_closest_marker("celery_worker"):
+            item.add_marker(pytest.mark.xdist_group("one-at-a-time"))
+
 
 @pytest.fixture(autouse=True)
 def _media_root(settings, tmp_path):
