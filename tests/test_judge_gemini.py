@@ -228,6 +228,43 @@ def test_an_answer_that_arrived_but_was_not_stored_is_recorded_next_time_without
     assert judgment.input_tokens > 0 and not JudgeAnswer.objects.exists()  # recorded: no longer kept
 
 
+def test_a_judgment_outside_a_transaction_opens_none_of_its_own(transactional_db, fake_gemini, monkeypatch):
+    """Each of a judgment's writes (the answer kept, the judgment, the answer forgotten) is one statement: a
+    transaction around any of them adds a BEGIN and a COMMIT, two more round trips to the database per judgment."""
+    from django.db.transaction import Atomic
+
+    from taskgen.models import JudgeAnswer
+    from taskgen.stages.judge import service
+
+    episode = shop_episode()
+    judge_config_for("gemini", None, None, None)
+    monkeypatch.setattr(service, "rate_limit_acquire", lambda **kwargs: None)  # its window has a transaction
+    entered = []
+    enter = Atomic.__enter__
+    monkeypatch.setattr(Atomic, "__enter__", lambda self: entered.append(self) or enter(self))
+    judgment = _judge(episode)
+    assert judgment.verdict == "SUCCESS" and judgment.source == "judge" and not JudgeAnswer.objects.exists()
+    assert entered == []
+
+
+def test_a_judgment_stored_twice_inside_a_transaction_keeps_the_first_and_the_transaction(db, fake_gemini):
+    """Inside a transaction (the batch API's polls store judgments in one), an insert another worker won is undone
+    to a savepoint: the stored verdict is kept and returned, and the transaction goes on."""
+    from taskgen.models import JudgeAnswer
+    from taskgen.stages.judge import service
+
+    episode = shop_episode()
+    config = judge_config_for("gemini", None, None, None)
+    first = _judge(episode)
+    again = service.judgment_store(episode_id=episode.pk, config_id=config.pk,
+                                   fields={"verdict": "FAILURE", "source": "judge"})
+    assert again.pk == first.pk and again.verdict == first.verdict == "SUCCESS"
+    answer = {"request_hash": "h" * 64, "model": config.model, "text": "{}"}
+    service._answer_keep(JudgeAnswer(**answer))
+    service._answer_keep(JudgeAnswer(**answer))  # another worker kept the same answer first
+    assert JudgeAnswer.objects.count() == 1 and Judgment.objects.count() == 1  # and the transaction still works
+
+
 def test_gemini_without_a_key_is_refused_clearly(db, settings):
     settings.GEMINI_API_KEY = ""
     with pytest.raises(JudgeError, match="GEMINI_API_KEY"):

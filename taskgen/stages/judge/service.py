@@ -8,6 +8,7 @@ judged again on the next pass, as the reference does.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -184,16 +185,28 @@ def _ask(config: JudgeConfig, built: JudgeRequest, in_worker: bool = False) -> d
             "cost_usd": _cost(config.model, used_in, used_out)}
 
 
+def _insert(row) -> bool:
+    """Insert a row unless one with its unique key is there already (another worker's); whether it was inserted.
+    Outside a transaction it is one statement (a transaction's BEGIN and COMMIT are two more round trips, as
+    bulk_create's and atomic's cost); inside one, a savepoint keeps a refused insert from breaking it."""
+    try:
+        with transaction.atomic() if connection.in_atomic_block else contextlib.nullcontext():
+            row.save(force_insert=True)
+    except IntegrityError:
+        return False
+    return True
+
+
 def _answer_keep(answer: JudgeAnswer) -> None:
     """Keep a paid answer until its judgment is stored. The connection may have been ended while the call waited
     (PostgreSQL restarted): then once more on a new one, or the retry would pay for the call again."""
     try:
-        JudgeAnswer.objects.bulk_create([answer], ignore_conflicts=True)
+        _insert(answer)
     except OperationalError:
         if connection.in_atomic_block:
             raise
         connections_renew()
-        JudgeAnswer.objects.bulk_create([answer], ignore_conflicts=True)
+        _insert(answer)
 
 
 def _from_cache(request_hash: str) -> dict | None:
@@ -219,11 +232,10 @@ def judgment_store(*, episode_id: int, config_id: int, fields: dict) -> Judgment
     if "unsupported_citations" not in fields:
         fields = {**fields, "unsupported_citations": unsupported_citations_count(episode_id=episode_id,
                                                                                   parts=fields.get("parts") or [])}
-    try:
-        with transaction.atomic():
-            return Judgment.objects.create(episode_id=episode_id, config_id=config_id, **fields)
-    except IntegrityError:
-        pass  # a row exists: an earlier "no verdict", or another worker's verdict stored meanwhile
+    judgment = Judgment(episode_id=episode_id, config_id=config_id, **fields)
+    if _insert(judgment):
+        return judgment
+    # a row exists: an earlier "no verdict", or another worker's verdict stored meanwhile
     with transaction.atomic():
         current = Judgment.objects.select_for_update().get(episode_id=episode_id, config_id=config_id)
         if current.has_verdict:
@@ -235,14 +247,16 @@ def judgment_store(*, episode_id: int, config_id: int, fields: dict) -> Judgment
 
 
 def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | None = None,
-                  in_worker: bool = False) -> Judgment:
+                  in_worker: bool = False, config: JudgeConfig | None = None) -> Judgment:
     """One episode's judgment under one config: the stored verdict if there is one, else judged now and stored
-    (in_worker: a busy model or a full rate window raises RetryLater rather than waiting here)."""
+    (in_worker: a busy model or a full rate window raises RetryLater rather than waiting here; `config`: the
+    config's row when the caller has it, else it is read)."""
     done = Judgment.objects.filter(episode_id=episode_id, config_id=config_id).exclude(
         verdict=Judgment.Verdict.NONE).first()
     if done is not None:
         return done
-    config = JudgeConfig.objects.get(pk=config_id)
+    if config is None or config.pk != config_id:
+        config = JudgeConfig.objects.get(pk=config_id)
     episode = Episode.objects.select_related("task").get(pk=episode_id)
     built = judge_request_build(episode=episode, config=config)
     fields = _from_cache(built.request_hash) or {**_ask(config, built, in_worker), "source": "judge"}
@@ -251,8 +265,18 @@ def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | Non
                       episode_id=episode_id, parts=fields.get("parts") or [], episode=episode,
                       step_files=built.evidence.step_files))
     judgment = judgment_store(episode_id=episode_id, config_id=config_id, fields=fields)
-    JudgeAnswer.objects.filter(request_hash=built.request_hash).delete()  # recorded: the judgment is the cache now
+    _answer_forget(built.request_hash)  # recorded: the judgment is the cache now
     return judgment
+
+
+FORGET_SQL = "DELETE FROM {table} WHERE request_hash = %s"
+
+
+def _answer_forget(request_hash: str) -> None:
+    """The kept answer deleted in one statement (QuerySet.delete wraps even a plain delete in a transaction: two
+    more round trips for every judgment)."""
+    with connection.cursor() as cursor:
+        cursor.execute(FORGET_SQL.format(table=connection.ops.quote_name(JudgeAnswer._meta.db_table)), [request_hash])
 
 
 def episodes_to_judge(*, run: Run, config: JudgeConfig) -> list[int]:

@@ -3,6 +3,7 @@ each, or (batch) through one Gemini Batch API job its units poll (taskgen/stages
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.conf import settings
 
@@ -66,8 +67,16 @@ def _do(pipeline_run: PipelineRun, params: JudgeParams, key: str) -> str:
     if params.batch:
         return judge_batch_unit(pipeline_run=pipeline_run, config_id=params.config_id, episode_id=int(key))
     judgment = judge_episode(episode_id=int(key), config_id=params.config_id, pipeline_run_id=pipeline_run.pk,
-                             in_worker=True)
+                             in_worker=True, config=_config(params.config_id, params.judge))
     return judgment.verdict
+
+
+@lru_cache(maxsize=32)
+def _config(config_id: int, key: str) -> JudgeConfig | None:
+    """A judge config's row, read once per process for a run's units (a config's fields are its identity: they
+    never change); None (judge_episode reads it) unless the row is the one the run's parameters name."""
+    config = JudgeConfig.objects.filter(pk=config_id).first()
+    return config if config is not None and config.key == key else None
 
 
 def _finish(pipeline_run: PipelineRun, params: JudgeParams, failed: int) -> dict:
