@@ -130,6 +130,8 @@ def main() -> int:
     parser.add_argument("--screenshots", type=int, default=10, help="per episode (the last is final.png)")
     parser.add_argument("--shared", type=int, default=4, help="of each episode's screenshots, how many are pool pages")
     parser.add_argument("--pool", type=int, default=200, help="distinct pages drawn")
+    parser.add_argument("--py-spy", action="store_true",
+                        help="also profile one more whole-process import with py-spy (pip install py-spy)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="taskgen-bench-") as tmp_name:
         tmp = Path(tmp_name)
@@ -148,19 +150,19 @@ def load() -> str:
     return f"load {os.getloadavg()[0]:.1f}/{os.cpu_count()} CPUs"
 
 
-def _cli_env(tmp: Path) -> dict:
-    """The environment of the whole-process import: a var dir, media root and database of its own (on PostgreSQL a
-    fresh `<test database>_cli` beside this process's), migrated before it is timed."""
+def _cli_env(tmp: Path, kind: str = "cli") -> dict:
+    """The environment of a whole-process import: a var dir, media root and database of its own (on PostgreSQL a
+    fresh `<test database>_<kind>` beside this process's), migrated before it is timed."""
     from urllib.parse import urlsplit, urlunsplit
 
     from django.db import connection
 
-    env = {**os.environ, "TASKGEN_VAR_DIR": str(tmp / "cli-var"), "TASKGEN_MEDIA_ROOT": str(tmp / "cli-media")}
+    env = {**os.environ, "TASKGEN_VAR_DIR": str(tmp / f"{kind}-var"), "TASKGEN_MEDIA_ROOT": str(tmp / f"{kind}-media")}
     if connection.vendor == "postgresql":
         import psycopg
 
         parts = urlsplit(os.environ["DATABASE_URL"])
-        name = f"{connection.settings_dict['NAME']}_cli"
+        name = f"{connection.settings_dict['NAME']}_{kind}"
         with psycopg.connect(urlunsplit(parts._replace(path="/postgres")), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             admin.execute(f'CREATE DATABASE "{name}"')
@@ -182,25 +184,49 @@ def _cli_drop(env: dict) -> None:
         admin.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
 
 
+def _cli_import(tmp: Path, env: dict, prefix: list[str] | None = None) -> tuple[float, float]:
+    """One `python manage.py taskgen import RUN_DIR` process: (wall seconds, CPU seconds of it and its workers)."""
+    command = [*(prefix or []), sys.executable, str(ROOT / "manage.py"), "taskgen", "import", str(tmp / "run")]
+    started = time.perf_counter()
+    with (tmp / "cli-import.log").open("w") as log:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"taskgen import failed:\n{(tmp / 'cli-import.log').read_text()[-2000:]}")
+    return seconds, usage.ru_utime + usage.ru_stime
+
+
 def as_users_run_it(tmp: Path, args: argparse.Namespace) -> None:
     """`python manage.py taskgen import RUN_DIR` as whole processes: wall time, episodes/s, CPU per episode."""
     env = _cli_env(tmp)
-    command = [sys.executable, str(ROOT / "manage.py"), "taskgen", "import", str(tmp / "run")]
     try:
         for label in ("first import", "second import (nothing new)"):
-            started = time.perf_counter()
-            with (tmp / "cli-import.log").open("w") as log:
-                process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-            _, status, usage = os.wait4(process.pid, 0)
-            seconds = time.perf_counter() - started
-            if os.waitstatus_to_exitcode(status) != 0:
-                raise SystemExit(f"taskgen import failed:\n{(tmp / 'cli-import.log').read_text()[-2000:]}")
-            cpu = usage.ru_utime + usage.ru_stime
+            seconds, cpu = _cli_import(tmp, env)
             print(f"as users run it, {label}: `taskgen import RUN_DIR` {seconds:.2f}s, "
                   f"{args.episodes / seconds:.0f} episodes/s (target 1,000); CPU {cpu:.2f}s = "
                   f"{cpu * 1000 / args.episodes:.2f} ms per episode (the process and its workers) ({load()})")
     finally:
         _cli_drop(env)
+    if args.py_spy:
+        _py_spy(tmp, args)
+
+
+def _py_spy(tmp: Path, args: argparse.Namespace) -> None:
+    """One more first import, in a fresh database and media root, under py-spy (the importing process; its file
+    workers are other processes py-spy follows with --subprocesses)."""
+    from bench.py_spy import py_spy_prefix, py_spy_top
+
+    env = _cli_env(tmp, "spy")
+    raw = ROOT / "var" / "bench" / "import.py-spy.txt"  # kept for a closer look (collapsed stacks)
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        seconds, cpu = _cli_import(tmp, env, prefix=[*py_spy_prefix(raw)[:-1], "--subprocesses", "--"])
+    finally:
+        _cli_drop(env)
+    print(f"py-spy of `taskgen import`: {seconds:.2f}s, CPU {cpu * 1000 / args.episodes:.2f} ms per episode under "
+          f"the sampler (py-spy's own included) ({load()})")
+    print("\n".join("  " + line for line in py_spy_top(raw, root=str(ROOT) + "/")))
 
 
 def report(tmp: Path, args: argparse.Namespace) -> None:

@@ -140,12 +140,13 @@ def _copy_cost(run) -> None:
     from taskgen.stages.judge.images import POLICIES, downscaled
 
     blobs = [s.blob for s in Screenshot.objects.filter(episode__run=run).select_related("blob")[:40]]
-    for name in settings.JUDGE_IMAGE_COPIES or ("small",):
+    copies = settings.JUDGE_IMAGE_COPIES or ()  # None: made only when the provider needs them
+    for name in copies or ("small",):
         started = time.process_time()
         for blob in blobs:
             downscaled(blob_path(blob).read_bytes(), POLICIES[name])
         each = (time.process_time() - started) * 1000 / max(1, len(blobs))
-        made = "made" if name in settings.JUDGE_IMAGE_COPIES else "not made here; would cost"
+        made = "made" if name in copies else "not made here; would cost"
         print(f"  copy `{name}`            {made} {each:.1f} ms CPU per screenshot, once, when stored "
               f"(TASKGEN_JUDGE_IMAGE_COPIES), never while judging")
 
@@ -383,7 +384,7 @@ def _py_spy(args, run, env: dict, fake_pid: int, tmp: Path) -> None:
     from bench.judge_process import judge_whole_process
     from bench.py_spy import py_spy_prefix, py_spy_top
 
-    raw = tmp / "judge.py-spy.txt"
+    raw = WORK / "judge.py-spy.txt"  # kept for a closer look (py-spy's collapsed stacks)
     spied = judge_whole_process(run=run.name, model="bench-cli-spy", workers=args.concurrency, images=args.policy,
                                 env=env, fake_pid=fake_pid, logs=tmp, prefix=py_spy_prefix(raw))
     print(f"py-spy of `taskgen judge`  {spied.judged} judged, {spied.cpu_ms():.1f} ms CPU per judgment under the "

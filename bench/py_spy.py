@@ -1,5 +1,6 @@
-"""A whole process's profile from py-spy (sampling, every thread, only while a thread runs: CPU, not waits), for the
-benchmarks that measure a command as a user runs it (bench/judge.py --py-spy, bench/import_run.py --py-spy).
+"""A whole process's profile from py-spy (sampling every thread, only the one holding the GIL: Python's CPU, not
+its waits), for the benchmarks that measure a command as a user runs it (bench/judge.py --py-spy,
+bench/import_run.py --py-spy).
 
 py-spy is a benchmark tool, not a dependency of the app: `.venv/bin/pip install py-spy`.
 """
@@ -19,7 +20,7 @@ def py_spy_prefix(out: Path, rate: int = 250) -> list[str]:
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if spy is None:
         raise SystemExit("--py-spy needs py-spy: .venv/bin/pip install py-spy")
-    return [spy, "record", "--format", "raw", "--rate", str(rate), "--output", str(out), "--"]
+    return [spy, "record", "--gil", "--format", "raw", "--rate", str(rate), "--output", str(out), "--"]
 
 
 def _frame(raw: str, root: str) -> str:
