@@ -5,7 +5,7 @@ tasks file's order (a task without an episode still takes its turn), or in the e
 gone or no longer lists every episode's task. Computing it reads every episode of the run (a second at 100,000), so
 it is kept (`ExportOrder`) with a signature of what it was computed from (the run's episodes: count, largest and
 sum of ids; the tasks file: path, size and time), and computed again when that changes. A selection then reads the
-order's episodes a chunk at a time (`order_rows`), with what decides it for each (the judge config's verdict, the
+order's episodes a chunk at a time (`order_chunks`), with what decides it for each (the judge config's verdict, the
 final label, the verifier's failure, the risks it holds), so a selection that stops at its budget reads a few
 thousand episodes whatever the run's size.
 """
