@@ -55,10 +55,6 @@ def thumbnail_path(blob: Blob) -> Path:
     return Path(settings.MEDIA_ROOT) / blob.thumbnail_relative_path
 
 
-def _path_for(sha256: str) -> Path:
-    return Path(settings.MEDIA_ROOT) / "blobs" / sha256[:2] / sha256[2:4] / sha256
-
-
 def blob_check_image(*, data: bytes, sha256: str | None = None) -> CheckedImage:
     """Check bytes are one readable image within the size limit (header and chunk checksums, no pixel decode).
 
@@ -96,7 +92,7 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 def blob_write(*, sha256: str, data: bytes) -> None:
     """Put the bytes in the store under their hash unless they are there already (safe to repeat, safe to race)."""
-    path = _path_for(sha256)
+    path = blob_path_of(sha256)
     if not path.exists():
         _write_atomically(path, data)
 
