@@ -2,8 +2,10 @@
 
 A step is one action the agent took from one screen: step k (counted from 1) is the screen `step_k.png` and the k-th
 action of `actions`, the one taken from that screen - a closing `done` included, as the harness records a training
-row for it. So an episode has as many steps as actions, `rows.jsonl` has a row per step, and `episode.json`'s
-`steps` says the same number. `final.png` is the state after the last action: a screen, not a step.
+row for it. So an episode has as many steps as actions. `rows.jsonl` has a row per action the browser carried out,
+numbered from 1 without gaps (a model's answer that was not carried out, `{"invalid": ...}`, is a step of the
+record but never a row), and `episode.json`'s `steps` counts the rows.
+`final.png` is the state after the last action: a screen, not a step.
 
 Run dirs number their step screenshots from 1 (`step_1.png` .. `step_N.png`); one that starts at `step_0.png`
 numbers them from 0, and its first screen is still step 1. Where `rows.jsonl` names each row's image, that name
@@ -88,11 +90,14 @@ def rows_steps(rows_jsonl: str) -> list[RowStep]:
 def screen_actions(step_numbers: list[int], names: list[str], rows: list[RowStep]) -> list[int | None]:
     """For each step screenshot (its number and file name), the index of the action taken from it, or None.
 
-    The rows' image names decide when they name these screens; otherwise numbering starts at the smallest step
-    number when that is 0, else at 1 (a missing screenshot leaves the others where they are).
+    The rows' image names decide when they name these screens and there is a row for every step; otherwise
+    numbering starts at the smallest step number when that is 0, else at 1 (a missing screenshot leaves the others
+    where they are). Fewer rows than steps means steps without a row (a model's answer that was not carried out):
+    the rows are numbered over the performed actions alone, so their image names are not the screens'.
     """
     by_image = {row.image: n for n, row in enumerate(rows) if row.image}
-    if by_image and any(name in by_image for name in names):
+    every_step = len(rows) >= max(step_numbers, default=0)
+    if by_image and every_step and any(name in by_image for name in names):
         return [by_image.get(name) for name in names]
     first = 0 if step_numbers and min(step_numbers) == 0 else 1
     return [number - first if number >= first else None for number in step_numbers]

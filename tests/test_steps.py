@@ -91,6 +91,15 @@ def test_rows_images_decide_which_screen_an_action_came_from():
     assert screen_actions([0, 1], ["step_0.png", "step_1.png"], []) == [0, 1]
 
 
+def test_a_step_without_a_row_leaves_each_screen_with_its_own_action():
+    """Five steps, the second an answer that was not carried out: four rows, numbered 1-4 over the performed actions.
+    Read by the rows' image names, screen 2 took the click's caption and screen 5 none."""
+    rows = rows_steps("".join(json.dumps({"step": n, "image": f"step_{n}.png", "action": {"done": {}}}) + "\n"
+                              for n in (1, 2, 3, 4)))
+    names = [f"step_{n}.png" for n in range(1, 6)]
+    assert screen_actions([1, 2, 3, 4, 5], names, rows) == [0, 1, 2, 3, 4]
+
+
 @pytest.mark.django_db
 def test_the_page_says_one_step_count_everywhere(viewer_client):
     episode = _episode()
