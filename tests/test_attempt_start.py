@@ -124,7 +124,7 @@ def test_an_attempt_with_every_episode_done_has_nothing_to_resume(tasks_file):
 def _recorded(task, agent, options, max_steps, label):
     """An episode as the harness records it, without a browser: one step, its row and a verifier that passed."""
     return EpisodeRecord(task=task, agent=agent, actions=[{"done": {}}], rows=[{"step": 1, "image": "step_1.png"}],
-                         verifier={"ok": True, "parts": []}, finished="done")
+                         row_screens=[1], shots=[b"\x89PNG"], verifier={"ok": True, "parts": []}, finished="done")
 
 
 def _work_until_settled(pipeline_run) -> None:

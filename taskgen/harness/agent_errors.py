@@ -4,7 +4,13 @@ from __future__ import annotations
 
 
 class AgentError(RuntimeError):
-    """The agent cannot attempt this task (for the scripted agent: the task has no known solution)."""
+    """The agent cannot attempt this task (for the scripted agent: the task has no known solution), or cannot go
+    on (its model failed). `final`: another try would fail the same way (a model server's 400 for a context too
+    long, a body that is not JSON), so the episode is not run again unasked."""
+
+    def __init__(self, message: str, *, final: bool = False) -> None:
+        super().__init__(message)
+        self.final = final
 
 
 class AgentStop(Exception):  # noqa: N818 (a clean end of an episode, not an error)

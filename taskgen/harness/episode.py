@@ -73,6 +73,7 @@ def _attempt(record: EpisodeRecord, agent: Agent, token: str, base_url: str, max
     except Exception as exc:  # one episode's failure is recorded, never the end of the run
         record.error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:500]
         record.finished, record.end_reason = "error", record.error  # at record.end_step, the step it was on
+        record.error_final = bool(getattr(exc, "final", False))
 
 
 class SiteServerErrors:

@@ -154,7 +154,7 @@ class ModelAgent:
             return call_with_retries(lambda: self.provider.complete(request), attempts=settings.AGENT_MAX_ATTEMPTS,
                                      what="agent call")
         except ProviderError as exc:
-            raise AgentError(f"the model failed at step {observation.step}: {exc}") from exc
+            raise AgentError(f"the model failed at step {observation.step}: {exc}", final=not exc.transient) from exc
 
     def act(self, observation: Observation) -> dict:
         prompt = self.render(observation)

@@ -24,6 +24,7 @@ class EpisodeRecord:
     targets: list[dict] = field(default_factory=list)  # the element each click/type/select named, with its box
     verifier: dict | None = None  # {ok, parts}
     error: str = ""
+    error_final: bool = False  # the error would come again on another try (a model server's permanent refusal)
     finished: str = ""  # how it ended: taskgen/endings.py lists the kinds (done, step_limit, error, ...)
     end_reason: str = ""  # why it ended, in words, when not by the agent's own done
     end_step: int = 0  # the step it ended at (0: before the first step)

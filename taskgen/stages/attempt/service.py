@@ -19,7 +19,7 @@ from django.conf import settings
 from sandbox.seed import SITES
 from sandbox.sitemap import sitemaps_sync
 from taskgen.endings import ENDINGS
-from taskgen.engine.contract import StageParamsError
+from taskgen.engine.contract import StageParamsError, UnitFailed
 from taskgen.harness.agents import (
     AgentError,
     agent_cannot,
@@ -139,7 +139,8 @@ def _task(run_dir: Path, task_id: str) -> dict:
 def attempt_episode(*, run_dir: Path, task_id: str, agent: str, mistakes: float, seed: int, agent_options: dict,
                     max_steps: int, label: str) -> dict:
     """Run one episode and write its folder (a rerun replaces it whole); its outcome. EpisodeFailed (after the
-    folder is written, so the evidence of the failure is kept) when the episode could not be recorded."""
+    folder is written, so the evidence of the failure is kept) when the episode could not be recorded; UnitFailed
+    (no second try unasked) when its model server refused for good."""
     options = {"mistake_rate": mistakes, "seed": seed, **agent_options}
     record = _record(_task(run_dir, task_id), agent, {**options, "max_steps": max_steps}, max_steps, label)
     started = time.perf_counter()
@@ -149,6 +150,8 @@ def attempt_episode(*, run_dir: Path, task_id: str, agent: str, mistakes: float,
     except OSError as exc:
         raise EpisodeFailed(f"the episode's folder could not be written: {exc}") from exc
     record.timings["write"] = time.perf_counter() - started
+    if record.error_final:  # the model server refused for good (a context too long): another try now is waste
+        raise UnitFailed(record.error)
     if record.error:
         raise EpisodeFailed(record.error)
     return {"task_id": task_id, "ok": None if record.verifier is None else record.verifier["ok"],
