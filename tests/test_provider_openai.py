@@ -9,7 +9,7 @@ import pytest
 
 from taskgen.models import Judgment
 from taskgen.providers import ProviderError, ProviderImage, ProviderRequest, provider_for
-from taskgen.providers.openai_compatible import OpenAICompatibleProvider
+from taskgen.providers.openai_compatible import JSON_MODE_REFUSED, OpenAICompatibleProvider
 from taskgen.providers.retry import call_with_retries
 from taskgen.stages.judge.service import judge_config_for, judge_episode
 from tests.fakes.openai_server import FakeOpenAI, request_images
@@ -61,6 +61,24 @@ def test_the_reasoning_a_server_returns_apart_is_kept(fake_openai):
     fake_openai.answer = lambda body: ('{"click": 3}', "The cart button is number 3.")
     result = provider_for("openai-compatible").complete(_request())
     assert result.text == '{"click": 3}' and result.reasoning == "The cart button is number 3."
+
+
+def test_a_server_that_refuses_json_mode_is_asked_again_without_it_and_not_asked_for_it_again(fake_openai):
+    fake_openai.refuses_json_mode = True
+    fake_openai.answer = lambda body: 'Sure! ```json\n{"verdict": "SUCCESS", "parts": []}\n```'
+    provider = provider_for("openai-compatible")
+    assert "SUCCESS" in provider.complete(_request()).text and "SUCCESS" in provider.complete(_request()).text
+    asked = ["response_format" in r["body"] for r in fake_openai.requests]
+    assert asked == [True, False, False]
+    JSON_MODE_REFUSED.discard(fake_openai.base_url)
+
+
+def test_an_error_body_the_client_does_not_read_is_still_said(fake_openai):
+    """LM Studio's {"error": "..."}: the client's message was 'Error code: 400' and nothing else."""
+    fake_openai.script(["json_mode_400"])
+    request = ProviderRequest(model="qwen-test", system="s", prompt="p", json_mode=False)
+    with pytest.raises(ProviderError, match="400: Error code: 400 - 'response_format.type' must be 'json_schema'"):
+        provider_for("openai-compatible").complete(request)
 
 
 def test_a_key_from_the_environment_is_sent_as_a_bearer_token(fake_openai, settings):

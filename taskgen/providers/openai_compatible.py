@@ -8,7 +8,9 @@ callers retry transient errors with the one rule in taskgen.providers.retry.
 The answer's body is read here, not by the client, within the model timeout (JUDGE_TIMEOUT_SECONDS) from its first
 byte: the client's timeout is per read, so a server trickling its answer a few bytes at a time was waited on for as
 long as it took. A 200 whose body is not a chat completion (a proxy's HTML page, a crashed server's text) names the
-server and what it answered, and is not tried again: the same request gets the same body.
+server and what it answered, and is not tried again: the same request gets the same body. A server that refuses JSON
+mode (a 400 naming response_format) is asked again without it, and not asked for it again by this process: the
+callers read JSON out of plain text by one rule (taskgen/providers/answer_json.py).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from taskgen.providers.retry import status_transient
 
 NAME = "openai-compatible"
 BODY_SHOWN_CHARS = 300  # of an answer that is not a chat completion, in the error
+JSON_MODE_REFUSED: set[str] = set()  # base URLs whose server refused JSON mode, in this process
 _clients = ClientsPerProcess()
 
 
@@ -99,21 +102,49 @@ class OpenAICompatibleProvider:
         takes_images = settings.OPENAI_TAKES_IMAGES if self.takes_images is None else self.takes_images
         messages = [{"role": "system", "content": request.system},
                     {"role": "user", "content": _user_content(request, takes_images)}]
-        extra = {"response_format": {"type": "json_object"}} if request.json_mode else {}
         started = time.monotonic()
+        json_mode = request.json_mode and base_url not in JSON_MODE_REFUSED
         try:
-            with openai_client(base_url).chat.completions.with_streaming_response.create(
-                    model=request.model, messages=messages, temperature=request.temperature, **extra) as response:
-                body = _body(response, base_url)
-        except openai.APIStatusError as exc:
-            raise ProviderError(f"{NAME} {exc.status_code}: {str(exc.message)[:300]}",
-                                transient=status_transient(exc.status_code), status=exc.status_code,
-                                retry_after=_retry_after(exc)) from exc
-        except (openai.APITimeoutError, httpx.TimeoutException) as exc:
-            raise ProviderError(f"{NAME} timeout after {settings.JUDGE_TIMEOUT_SECONDS}s", transient=True) from exc
-        except (openai.APIConnectionError, httpx.TransportError) as exc:
-            raise ProviderError(f"{NAME} unreachable at {base_url}: {exc}", transient=True) from exc
+            body = _send(base_url, request, messages, json_mode=json_mode)
+        except ProviderError as exc:
+            if not (json_mode and _refuses_json_mode(exc)):
+                raise
+            JSON_MODE_REFUSED.add(base_url)  # said once; the answers are read from their plain text from now on
+            body = _send(base_url, request, messages, json_mode=False)
         return _result(_completion(body, base_url), started)
+
+
+def _error_words(exc: openai.APIStatusError) -> str:
+    """What the server said: the client's message, and the body's words where the message leaves them out (the
+    client reads {"error": {"message": ...}}; LM Studio sends {"error": "..."}, which it dropped)."""
+    said, body = str(exc.message), exc.body
+    detail = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(detail, dict):
+        detail = detail.get("message") or detail
+    words = detail if isinstance(detail, str) else json.dumps(detail, ensure_ascii=False) if detail else ""
+    return (said if not words or words in said else f"{said} - {words}")[:BODY_SHOWN_CHARS]
+
+
+def _refuses_json_mode(error: ProviderError) -> bool:
+    """A 400 that names JSON mode: the server does not take response_format json_object (LM Studio, some proxies)."""
+    return error.status == 400 and any(word in str(error) for word in ("response_format", "json_object"))
+
+
+def _send(base_url: str, request: ProviderRequest, messages: list[dict], *, json_mode: bool) -> bytes:
+    """One request; the answer's body, or a ProviderError for an HTTP or network failure."""
+    extra = {"response_format": {"type": "json_object"}} if json_mode else {}
+    try:
+        with openai_client(base_url).chat.completions.with_streaming_response.create(
+                model=request.model, messages=messages, temperature=request.temperature, **extra) as response:
+            return _body(response, base_url)
+    except openai.APIStatusError as exc:
+        raise ProviderError(f"{NAME} {exc.status_code}: {_error_words(exc)}",
+                            transient=status_transient(exc.status_code), status=exc.status_code,
+                            retry_after=_retry_after(exc)) from exc
+    except (openai.APITimeoutError, httpx.TimeoutException) as exc:
+        raise ProviderError(f"{NAME} timeout after {settings.JUDGE_TIMEOUT_SECONDS}s", transient=True) from exc
+    except (openai.APIConnectionError, httpx.TransportError) as exc:
+        raise ProviderError(f"{NAME} unreachable at {base_url}: {exc}", transient=True) from exc
 
 
 def _result(completion: dict, started: float) -> ProviderResult:

@@ -12,7 +12,8 @@ Faults: "429" and "503" (Retry-After of `retry_hint` s), "429_bare" and "503_bar
 "timeout" (answers after `stall` s), "trickle" (the answer a byte every `stall` / 20 s, as a slow token stream),
 "non_json" (prose as the message, in place of the next answer), "body_not_json" (a 200 whose body is a proxy's
 HTML page), "context_400" (vLLM's 400 for a prompt longer than the model's context), "empty" (no choices),
-"status_NNN" (an error with that HTTP status), "ok".
+"status_NNN" (an error with that HTTP status), "json_mode_400" (LM Studio's refusal of JSON mode), "ok".
+`refuses_json_mode` answers a request asking for response_format json_object with LM Studio's 400.
 Tokens: a token per 4 characters of text, 500 per image.
 Run it alone with `python -m tests.fakes.openai_server --latency 1` (prints its base URL).
 """
@@ -31,6 +32,7 @@ CONTEXT_ERROR = {"object": "error", "type": "BadRequestError", "param": None, "c
                  "message": "This model's maximum context length is 8192 tokens. However, you requested 12000 tokens "
                             "(11000 in the messages, 1000 in the completion). Please reduce the length of the messages "
                             "or completion."}
+JSON_MODE_ERROR = {"error": "'response_format.type' must be 'json_schema' or 'text'"}
 NOT_JSON_BODY = b"<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1>nginx</body></html>"
 
 
@@ -62,6 +64,7 @@ class FakeOpenAI(FakeModelServer):
         super().__init__(latency=latency, retry_hint=retry_hint, stall=stall)
         self.answer = answer or (lambda body: {"verdict": "SUCCESS", "parts": []})
         self.fault_when: Callable[[dict], str | None] = lambda body: None  # a fault chosen by the request itself
+        self.refuses_json_mode = False
 
     @property
     def base_url(self) -> str:
@@ -82,6 +85,8 @@ class FakeOpenAI(FakeModelServer):
             error = {"error": {"message": f"fake {fault}", "type": "server_error", "code": fault[:3]}}
             hint = {} if fault.endswith("_bare") else {"Retry-After": str(self.retry_hint)}
             return self._send(handler, int(fault[:3]), error, hint)
+        if fault == "json_mode_400" or (self.refuses_json_mode and "response_format" in body):
+            return self._send(handler, 400, JSON_MODE_ERROR)
         if fault.startswith("status_"):
             error = {"error": {"message": f"fake {fault[7:]}", "type": "error", "code": fault[7:]}}
             return self._send(handler, int(fault[7:]), error)
