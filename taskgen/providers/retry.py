@@ -33,10 +33,15 @@ def retry_delay(*, attempt: int, hint: float | None = None) -> float:
     return max(delay, hint or 0.0)
 
 
+CALL_TIMEOUTS = 2  # a call waits up to the model timeout for its answer to start, then as long again for the rest
+
+
 def retries_longest_seconds(*, attempts: int) -> float:
-    """The longest `call_with_retries` can take with calls that each run to the model timeout: every try, and the
-    longest backoff between them (a server's hint may ask for longer)."""
-    return attempts * settings.JUDGE_TIMEOUT_SECONDS + (attempts - 1) * settings.JUDGE_RETRY_MAX_SECONDS
+    """The longest `call_with_retries` can take with calls that each run to the model timeout (twice: to the answer's
+    first byte, then its body, which an OpenAI-compatible answer is read within): every try, and the longest backoff
+    between them (a server's hint may ask for longer)."""
+    return (attempts * CALL_TIMEOUTS * settings.JUDGE_TIMEOUT_SECONDS
+            + (attempts - 1) * settings.JUDGE_RETRY_MAX_SECONDS)
 
 
 def call_with_retries(call: Callable[[], T], *, attempts: int, before: Callable[[], None] | None = None,
