@@ -1,6 +1,8 @@
-"""Which HTTP statuses are tried again is one rule for every provider (taskgen.providers.retry.TRANSIENT_STATUSES),
-through the real SDKs against their fake servers on 127.0.0.1: each provider had its own copy, and they drifted
-(a 409 was tried again from an OpenAI-compatible server and not from Gemini)."""
+"""Faults every provider meets the same way, through the real SDKs against their fake servers on 127.0.0.1: which
+HTTP statuses are tried again is one rule (taskgen.providers.retry.TRANSIENT_STATUSES; each provider had its own
+copy, and they drifted: a 409 was tried again from an OpenAI-compatible server and not from Gemini), and an answer
+trickled slower than the timeout is cut at it (taskgen.providers.body_deadline; both SDKs' timeouts are per read, so
+both waited as long as the server took)."""
 from __future__ import annotations
 
 import pytest
@@ -39,3 +41,16 @@ def test_gemini_and_an_openai_compatible_server_agree_on_every_status(servers, s
     from_openai = {s: _transient(OpenAICompatibleProvider(base_url=openai.base_url), openai, s) for s in STATUSES}
     assert from_gemini == from_openai == {s: s in TRANSIENT_STATUSES for s in STATUSES}
     assert from_gemini[409] and not from_gemini[400] and not from_gemini[413]
+
+
+def test_gemini_and_an_openai_compatible_server_cut_a_trickled_answer_at_the_timeout(servers, settings):
+    gemini, openai = servers
+    settings.GEMINI_API_KEY, settings.GOOGLE_GEMINI_BASE_URL = "test-key-not-real", gemini.base_url
+    settings.JUDGE_TIMEOUT_SECONDS, settings.OPENAI_API_KEY = 0.6, ""
+    request = ProviderRequest(model="m", system="s", prompt="p")
+    for provider, server in ((GeminiProvider(), gemini), (OpenAICompatibleProvider(base_url=openai.base_url), openai)):
+        server.stall = 4.0  # a byte every 0.2 s: each read in time, the whole answer seconds long
+        server.script(["trickle"])
+        with pytest.raises(ProviderError, match="timeout after 0.6s: the answer was still arriving") as caught:
+            provider.complete(request)
+        assert caught.value.transient

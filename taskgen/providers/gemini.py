@@ -13,6 +13,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from taskgen.providers.base import ClientsPerProcess, ProviderError, ProviderRequest, ProviderResult
+from taskgen.providers.body_deadline import BodyDeadlineTransport, timeout_words
 from taskgen.providers.retry import status_transient
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)s\s*$")
@@ -42,7 +43,8 @@ def _make_client() -> genai.Client:
     if not settings.GEMINI_API_KEY:
         raise ProviderError("GEMINI_API_KEY is not set: use the rules provider offline", transient=False)
     options = types.HttpOptions(timeout=int(settings.JUDGE_TIMEOUT_SECONDS * 1000),
-                                base_url=settings.GOOGLE_GEMINI_BASE_URL or None)
+                                base_url=settings.GOOGLE_GEMINI_BASE_URL or None,
+                                client_args={"transport": BodyDeadlineTransport(settings.JUDGE_TIMEOUT_SECONDS)})
     return genai.Client(api_key=settings.GEMINI_API_KEY, http_options=options)
 
 
@@ -92,7 +94,8 @@ class GeminiProvider:
                                 transient=status_transient(exc.code), status=exc.code,
                                 retry_after=retry_hint_seconds(exc)) from exc
         except httpx.TimeoutException as exc:
-            raise ProviderError(f"gemini timeout after {settings.JUDGE_TIMEOUT_SECONDS}s", transient=True) from exc
+            raise ProviderError(f"gemini timeout after {settings.JUDGE_TIMEOUT_SECONDS}s{timeout_words(exc)}",
+                                transient=True) from exc
         except httpx.TransportError as exc:
             raise ProviderError(f"gemini unreachable: {type(exc).__name__}: {exc}", transient=True) from exc
         usage = response.usage_metadata

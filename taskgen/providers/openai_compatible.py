@@ -5,10 +5,10 @@ TASKGEN_OPENAI_IMAGES) or from the caller (an attempt form's options); the key o
 as data URLs when the model takes them; a text-only model gets the prompt alone. The client's own retries are off:
 callers retry transient errors with the one rule in taskgen.providers.retry.
 
-The answer's body is read here, not by the client, within the model timeout (JUDGE_TIMEOUT_SECONDS) from its first
-byte: the client's timeout is per read, so a server trickling its answer a few bytes at a time was waited on for as
-long as it took. A 200 whose body is not a chat completion (a proxy's HTML page, a crashed server's text) names the
-server and what it answered, and is not tried again: the same request gets the same body. A server that refuses JSON
+The answer's body is read here, not by the client, within the model timeout from its first byte (the transport of
+taskgen/providers/body_deadline.py, as Gemini's). A 200 whose body is not a chat completion (a proxy's HTML page, a
+crashed server's text) names the server and what it answered, and is not tried again: the same request gets the
+same body. A server that refuses JSON
 mode (a 400 naming response_format) is asked again without it, and not asked for it again by this process: the
 callers read JSON out of plain text by one rule (taskgen/providers/answer_json.py).
 """
@@ -23,6 +23,7 @@ import openai
 from django.conf import settings
 
 from taskgen.providers.base import ClientsPerProcess, ProviderError, ProviderRequest, ProviderResult
+from taskgen.providers.body_deadline import BodyDeadlineTransport, timeout_words
 from taskgen.providers.retry import status_transient
 
 NAME = "openai-compatible"
@@ -34,8 +35,14 @@ _clients = ClientsPerProcess()
 def openai_client(base_url: str) -> openai.OpenAI:
     """One client per (base URL, key, timeout) per process; a local server without keys gets a placeholder key."""
     key = (base_url, settings.OPENAI_API_KEY, settings.JUDGE_TIMEOUT_SECONDS)
-    return _clients.get(key, lambda: openai.OpenAI(base_url=base_url, api_key=settings.OPENAI_API_KEY or "not-needed",
-                                                   timeout=settings.JUDGE_TIMEOUT_SECONDS, max_retries=0))
+    return _clients.get(key, lambda: _make_client(base_url))
+
+
+def _make_client(base_url: str) -> openai.OpenAI:
+    timeout = settings.JUDGE_TIMEOUT_SECONDS
+    http = openai.DefaultHttpxClient(transport=BodyDeadlineTransport(timeout), timeout=timeout)
+    return openai.OpenAI(base_url=base_url, api_key=settings.OPENAI_API_KEY or "not-needed", timeout=timeout,
+                         max_retries=0, http_client=http)
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
@@ -59,19 +66,6 @@ def _user_content(request: ProviderRequest, takes_images: bool) -> str | list[di
 def _reasoning(message: dict) -> str:
     """A reasoning model's thinking, where the server returns it beside the answer (vLLM, Ollama, OpenRouter)."""
     return str(message.get("reasoning_content") or message.get("reasoning") or "")
-
-
-def _body(response, base_url: str) -> bytes:
-    """The answer's body, read chunk by chunk for at most the model timeout (a ProviderError past it)."""
-    deadline = time.monotonic() + settings.JUDGE_TIMEOUT_SECONDS
-    chunks = []
-    for chunk in response.iter_bytes():
-        chunks.append(chunk)
-        if time.monotonic() > deadline:
-            response.close()
-            raise ProviderError(f"{NAME} at {base_url} was still sending its answer after "
-                                f"{settings.JUDGE_TIMEOUT_SECONDS}s (timeout)", transient=True)
-    return b"".join(chunks)
 
 
 def _completion(body: bytes, base_url: str) -> dict:
@@ -136,13 +130,14 @@ def _send(base_url: str, request: ProviderRequest, messages: list[dict], *, json
     try:
         with openai_client(base_url).chat.completions.with_streaming_response.create(
                 model=request.model, messages=messages, temperature=request.temperature, **extra) as response:
-            return _body(response, base_url)
+            return response.read()
     except openai.APIStatusError as exc:
         raise ProviderError(f"{NAME} {exc.status_code}: {_error_words(exc)}",
                             transient=status_transient(exc.status_code), status=exc.status_code,
                             retry_after=_retry_after(exc)) from exc
     except (openai.APITimeoutError, httpx.TimeoutException) as exc:
-        raise ProviderError(f"{NAME} timeout after {settings.JUDGE_TIMEOUT_SECONDS}s", transient=True) from exc
+        waited = f"timeout after {settings.JUDGE_TIMEOUT_SECONDS}s{timeout_words(exc)}"
+        raise ProviderError(f"{NAME} at {base_url}: {waited}", transient=True) from exc
     except (openai.APIConnectionError, httpx.TransportError) as exc:
         raise ProviderError(f"{NAME} unreachable at {base_url}: {exc}", transient=True) from exc
 

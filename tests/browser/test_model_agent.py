@@ -182,7 +182,7 @@ def test_a_model_trickling_its_answer_past_the_timeout_fails_the_episode(live_se
     fake_openai.script(["trickle", "trickle"])
     record = _run(_task("sb-shop-001"), live_server)
     assert record.finished == "error" and record.end_step == 1
-    assert "was still sending its answer after 1s (timeout)" in record.end_reason
+    assert "timeout after 1s: the answer was still arriving 1s after it started" in record.end_reason
 
 
 def test_a_goto_off_the_site_ends_the_episode_with_the_reason(live_server, fake_openai):

@@ -11,7 +11,8 @@ Batch API: `models/M:batchGenerateContent` stores the inlined requests; `GET bat
 `paid_twice()` lists the calls sent again after an answer to the very same request had gone out whole.
 Faults: "429" (RetryInfo hint of `retry_hint` seconds), "503", "timeout" (answers after `stall` seconds),
 "non_json", "fenced" (the JSON inside a ```json fence), "no_verdict" (JSON without a verdict), "bare_list" (a
-proposal's tasks as a bare JSON list, no {"tasks": ...}), "status_NNN" (an error with that HTTP status), "ok".
+proposal's tasks as a bare JSON list, no {"tasks": ...}), "status_NNN" (an error with that HTTP status), "trickle"
+(the answer a byte every `stall` / 20 s), "ok".
 A proposal request (its prompt asks for {"tasks": [...]}) is answered with as many tasks as it asks for ("write N"),
 each new (a counter), half of them naming a page of the request's focus; `answer` overrides this too.
 Token counts imitate Gemini's: a text token per 4 characters, 258 tokens per image up to 384 px, otherwise 258 per
@@ -118,6 +119,8 @@ class FakeGemini(FakeModelServer):
                 return self._send(handler, int(fault), self._error(int(fault)))
         if fault.startswith("status_"):
             return self._send(handler, int(fault[7:]), self._error(int(fault[7:])))
+        if fault == "trickle":
+            return self._trickle(handler, self._response(body, fault), self.stall / 20)
         try:
             status, payload = 200, self._response(body, fault)
         except (ValueError, KeyError, OSError) as exc:  # an unreadable image, as Gemini would refuse it
