@@ -17,6 +17,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db.models import Exists
 
 from taskgen.blobs import blob_path
 from taskgen.db_connections import connections_renew
@@ -267,13 +268,15 @@ def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | Non
     """One episode's judgment under one config: the stored verdict if there is one, else judged now and stored
     (in_worker: a busy model or a full rate window raises RetryLater rather than waiting here; `config`: the
     config's row when the caller has it, else it is read)."""
-    done = Judgment.objects.filter(episode_id=episode_id, config_id=config_id).exclude(
-        verdict=Judgment.Verdict.NONE).first()
+    verdicts = Judgment.objects.filter(episode_id=episode_id, config_id=config_id).exclude(
+        verdict=Judgment.Verdict.NONE)
+    # the episode and whether it has a verdict in one query: most episodes a run's units name have none yet
+    episode = Episode.objects.select_related("task").annotate(judged=Exists(verdicts)).get(pk=episode_id)
+    done = verdicts.first() if episode.judged else None
     if done is not None:
         return done
     if config is None or config.pk != config_id:
         config = JudgeConfig.objects.get(pk=config_id)
-    episode = Episode.objects.select_related("task").get(pk=episode_id)
     built = judge_request_build(episode=episode, config=config)
     fields = _from_cache(built.request_hash) or {**_ask(config, built, in_worker), "source": "judge"}
     fields.update(request_hash=built.request_hash, image_bytes=built.image_bytes,
