@@ -2,7 +2,8 @@
 HTTP statuses are tried again is one rule (taskgen.providers.retry.TRANSIENT_STATUSES; each provider had its own
 copy, and they drifted: a 409 was tried again from an OpenAI-compatible server and not from Gemini), and an answer
 trickled slower than the timeout is cut at it (taskgen.providers.body_deadline; both SDKs' timeouts are per read, so
-both waited as long as the server took)."""
+both waited as long as the server took), and a 200 whose body is not JSON is an error naming the server, not tried
+again (both raised a bare JSONDecodeError)."""
 from __future__ import annotations
 
 import pytest
@@ -54,3 +55,15 @@ def test_gemini_and_an_openai_compatible_server_cut_a_trickled_answer_at_the_tim
         with pytest.raises(ProviderError, match="timeout after 0.6s: the answer was still arriving") as caught:
             provider.complete(request)
         assert caught.value.transient
+
+
+def test_gemini_and_an_openai_compatible_server_say_a_200_that_is_not_json_once(servers, settings):
+    gemini, openai = servers
+    settings.GEMINI_API_KEY, settings.GOOGLE_GEMINI_BASE_URL = "test-key-not-real", gemini.base_url
+    settings.JUDGE_TIMEOUT_SECONDS, settings.OPENAI_API_KEY = 5, ""
+    request = ProviderRequest(model="m", system="s", prompt="p")
+    for provider, server in ((GeminiProvider(), gemini), (OpenAICompatibleProvider(base_url=openai.base_url), openai)):
+        server.script(["body_not_json"])
+        with pytest.raises(ProviderError, match=f"at {server.base_url} answered .*body that is not") as caught:
+            provider.complete(request)
+        assert not caught.value.transient

@@ -2,6 +2,7 @@
 fake server on 127.0.0.1); the SDK's own retries are off because the judge stage retries with the server's hint."""
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -93,6 +94,10 @@ class GeminiProvider:
             raise ProviderError(f"gemini {exc.code}: {str(exc.message or exc)[:300]}",
                                 transient=status_transient(exc.code), status=exc.code,
                                 retry_after=retry_hint_seconds(exc)) from exc
+        except json.JSONDecodeError as exc:  # a 200 the SDK could not read (a proxy's page): the same next time
+            where = settings.GOOGLE_GEMINI_BASE_URL or "the Gemini API"
+            raise ProviderError(f"gemini at {where} answered with a body that is not JSON ({exc})",
+                                transient=False) from exc
         except httpx.TimeoutException as exc:
             raise ProviderError(f"gemini timeout after {settings.JUDGE_TIMEOUT_SECONDS}s{timeout_words(exc)}",
                                 transient=True) from exc

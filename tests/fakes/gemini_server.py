@@ -12,7 +12,7 @@ Batch API: `models/M:batchGenerateContent` stores the inlined requests; `GET bat
 Faults: "429" (RetryInfo hint of `retry_hint` seconds), "503", "timeout" (answers after `stall` seconds),
 "non_json", "fenced" (the JSON inside a ```json fence), "no_verdict" (JSON without a verdict), "bare_list" (a
 proposal's tasks as a bare JSON list, no {"tasks": ...}), "status_NNN" (an error with that HTTP status), "trickle"
-(the answer a byte every `stall` / 20 s), "ok".
+(the answer a byte every `stall` / 20 s), "body_not_json" (a 200 whose body is a proxy's HTML page), "ok".
 A proposal request (its prompt asks for {"tasks": [...]}) is answered with as many tasks as it asks for ("write N"),
 each new (a counter), half of them naming a page of the request's focus; `answer` overrides this too.
 Token counts imitate Gemini's: a text token per 4 characters, 258 tokens per image up to 384 px, otherwise 258 per
@@ -119,6 +119,8 @@ class FakeGemini(FakeModelServer):
                 return self._send(handler, int(fault), self._error(int(fault)))
         if fault.startswith("status_"):
             return self._send(handler, int(fault[7:]), self._error(int(fault[7:])))
+        if fault == "body_not_json":
+            return self._send(handler, 200, b"<html><body>502 Bad Gateway</body></html>", content_type="text/html")
         if fault == "trickle":
             return self._trickle(handler, self._response(body, fault), self.stall / 20)
         try:
