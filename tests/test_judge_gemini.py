@@ -247,6 +247,22 @@ def test_a_judgment_outside_a_transaction_opens_none_of_its_own(transactional_db
     assert entered == []
 
 
+def test_a_judgment_reads_its_episode_once_and_only_the_evidence_fields(db, fake_gemini):
+    """One query reads the episode (with whether it has a verdict) and only the fields the evidence is made of; a
+    field left out but read later would cost a query of its own, every judgment."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    episode = shop_episode()
+    Episode.objects.filter(pk=episode.pk).update(rows_jsonl='{"step": 0}\n' * 1000, extra={"big": "x" * 10000})
+    judge_config_for("gemini", None, None, None)
+    with CaptureQueriesContext(connection) as queries:
+        judgment = _judge(episode)
+    read = [q["sql"] for q in queries.captured_queries if 'FROM "taskgen_episode"' in q["sql"]]
+    assert judgment.verdict == "SUCCESS"
+    assert len(read) == 1 and "rows_jsonl" not in read[0] and '"extra"' not in read[0]
+
+
 def test_a_judgment_stored_twice_inside_a_transaction_keeps_the_first_and_the_transaction(db, fake_gemini):
     """Inside a transaction (the batch API's polls store judgments in one), an insert another worker won is undone
     to a savepoint: the stored verdict is kept and returned, and the transaction goes on."""

@@ -18,6 +18,9 @@ REQUEST_CAP, CHANGE_CAP, ACTION_CAP = 60, 30, 40
 ANSWER_CAP, SCREEN_TEXT_CAP, SCREENSHOT_CAP = 1500, 2500, 10
 DONE_MARKERS = ("done", "macro_done")
 NONE_TEXT = "(none)"
+# The episode's fields the evidence is built from (with its screenshots): a judge reads only these, not the rows,
+# the episode.json or `extra` an episode also carries.
+EVIDENCE_FIELDS = ("task_kind", "request_log", "data_changes", "actions", "answer", "screen_text", "task__instruction")
 
 
 @dataclass(frozen=True)

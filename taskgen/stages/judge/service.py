@@ -40,7 +40,7 @@ from taskgen.providers.pricing import model_cost_usd
 from taskgen.providers.retry import call_with_retries, retry_delay  # noqa: F401 (retry_delay: the judge's rule too)
 from taskgen.providers.rules import VERSION as RULES_VERSION
 from taskgen.stages.judge import images as judge_images
-from taskgen.stages.judge.evidence import Evidence, evidence_for_episode
+from taskgen.stages.judge.evidence import EVIDENCE_FIELDS, Evidence, evidence_for_episode
 from taskgen.stages.judge.in_flight import calls_in_flight
 from taskgen.stages.judge.prompt import judge_prompt
 from taskgen.stages.judge.rate_limit import rate_limit_acquire, rate_limit_take
@@ -271,7 +271,8 @@ def judge_episode(*, episode_id: int, config_id: int, pipeline_run_id: int | Non
     verdicts = Judgment.objects.filter(episode_id=episode_id, config_id=config_id).exclude(
         verdict=Judgment.Verdict.NONE)
     # the episode and whether it has a verdict in one query: most episodes a run's units name have none yet
-    episode = Episode.objects.select_related("task").annotate(judged=Exists(verdicts)).get(pk=episode_id)
+    episode = (Episode.objects.select_related("task").only(*EVIDENCE_FIELDS).annotate(judged=Exists(verdicts))
+               .get(pk=episode_id))
     done = verdicts.first() if episode.judged else None
     if done is not None:
         return done
