@@ -10,7 +10,8 @@ from django.views.decorators.http import require_GET, require_POST
 from review.certify_queue import certify_queue_open
 from taskgen.models import JudgeConfig, Run
 from taskgen.roles import Role, require_role
-from taskgen.stages.certify.service import CertifyError, CertifyParams, certificate_compute, certify_target_check
+from taskgen.stages.certify.service import CertifyError, CertifyParams, certificate_compute
+from taskgen.stages.certify.target import certify_target_check
 from taskgen.stages.export.select import ExportError
 from taskgen.stages.lookup import judge_config_find, run_find
 from taskgen.triage.risk import RiskError

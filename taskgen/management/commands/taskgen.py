@@ -11,6 +11,7 @@ import importlib.util
 import pkgutil
 import sys
 
+from django.core.checks import Tags
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 import taskgen.cli
@@ -33,8 +34,14 @@ def _subcommands() -> dict[str, object]:
     return found
 
 
+# Every system check but the URL conf's: that one imports every page, and the pages import what only they and a few
+# stages use (the certificate's numpy: 12 MB, a tenth of `taskgen rows`'s peak memory); the pages' tests load it.
+CHECKED = [tag for name, tag in vars(Tags).items() if not name.startswith("_") and tag != Tags.urls]
+
+
 class Command(BaseCommand):
     help = "Taskgen pipeline stages: " + ", ".join(sorted(_subcommands()))
+    requires_system_checks = CHECKED
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")

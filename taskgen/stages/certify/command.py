@@ -5,7 +5,7 @@ import argparse
 import json
 
 from taskgen.models import Export
-from taskgen.stages.certify.service import SOURCES, CertifyError, CertifyParams, certificate_compute
+from taskgen.stages.certify.target import SOURCES, CertifyError
 from taskgen.stages.export.command import find_judge_config, find_run
 from taskgen.stages.export.select import ExportError
 from taskgen.triage.risk import RISK_NAMES, RiskError, risk_names_check
@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: dict, stdout, stderr) -> int:
+    # The certificate's statistics (numpy) load when this command runs, not with every `taskgen` command's parser.
+    from taskgen.stages.certify.service import CertifyParams, certificate_compute
+
     try:
         the_run = find_run(options["run"])
         params = CertifyParams(run=the_run, judge_config=find_judge_config(options["judge"], the_run),

@@ -22,20 +22,16 @@ from taskgen.stages.certify.bound import (
     successes_upper,
 )
 from taskgen.stages.certify.design import Design, design_build, design_seed, judged_design
+from taskgen.stages.certify.target import SOURCES, CertifyError
 from taskgen.stages.export.order import SelectContext
 from taskgen.stages.export.select import ExportError, Selection, export_select
 from taskgen.triage.risk import RISK_NAMES, RISK_WORDS
 
-SOURCES = (Export.Selection.JUDGE, Export.Selection.HUMAN_OVER_JUDGE)
 COUNTED = ("A label counts when the design drew it: each stratum's episodes are labelled in a random order fixed "
            "by the seed, the strata served in turn by the design's rule, and the labels it has reached in that walk "
            "are a random sample. Labels given elsewhere (the false-positive audit serves the riskiest first; "
            "browsing) wait until the walk reaches them; a stratum labelled in full is a census. A label that moved "
            "an episode in or out of the export (a Not success leaves it) is counted exactly.")
-
-
-class CertifyError(ValueError):
-    """A certificate that cannot be computed as asked (bad target, source, cut, judge config); the message says why."""
 
 
 @dataclass(frozen=True)
@@ -222,19 +218,6 @@ def certificate_summary(certificate: dict) -> dict:
             "lower", "target", "confidence", "certified", "method", "reference", "seed", "labels_sha256",
             "labels_used", "strata")
     return {key: certificate[key] for key in keys}
-
-
-def certify_target_check(value: object) -> float | None:
-    """A form's or command line's "certified at least": None when empty, else a share between 0 and 1."""
-    if value in (None, ""):
-        return None
-    try:
-        target = float(str(value).strip())
-    except ValueError:
-        raise CertifyError(f"certified at least must be a share between 0 and 1 (0.9 for 90%), not {value!r}") from None
-    if not 0 < target < 1:
-        raise CertifyError(f"certified at least must be a share between 0 and 1 (0.9 for 90%), not {value!r}")
-    return target
 
 
 def certificate_gate(*, selection: Selection, target: float, confidence: float = 0.95, user=None) -> dict:

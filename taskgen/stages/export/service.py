@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from taskgen.models import Export, JudgeConfig, Run
-from taskgen.stages.certify.service import CertifyError, certificate_gate, certify_target_check
+from taskgen.stages.certify.target import CertifyError, certify_target_check
 from taskgen.stages.export.output import export_write_dir
 from taskgen.stages.export.select import (
     ExportError,
@@ -47,6 +47,9 @@ def export_certificate_add(*, manifest: dict, selection: Selection, target: obje
         target = certify_target_check(target)
         if target is None:
             return
+        # The certificate's statistics (numpy) load with the first export that asks for one, not with the stage.
+        from taskgen.stages.certify.service import certificate_gate
+
         confidence = 0.95 if confidence in (None, "") else certify_target_check(confidence)
         manifest["certificate"] = certificate_gate(selection=selection, target=target, confidence=confidence,
                                                    user=user)

@@ -16,7 +16,6 @@ from django.db.models import Count, FilteredRelation, Q, QuerySet, Sum
 from django.urls import reverse
 
 from taskgen.models import Episode, JudgeConfig, Judgment, LabelVerdict, Run, Site, VerifierResult
-from taskgen.stages.certify.service import design_precision
 from taskgen.stages.validate.summary import summary_available, summary_cells
 from taskgen.stats import (
     REFERENCE_KEYS,
@@ -198,7 +197,7 @@ def _report(tally: _Tally, *, runs: list[Run], config: JudgeConfig, against: str
         episodes_in_runs=total["total"], with_truth=total["with_truth"], unjudged=total["with_truth"] - overall.n,
         unjudged_no_verdict=total["no_verdict"], judged_without_truth=total["judged"] - overall.n,
         judgments=total["judgments"], cost_usd=float(tally.cost),
-        sample=sample if sample is not None else design_precision(runs=runs, config=config))
+        sample=sample if sample is not None else validate_sample_estimate(runs=runs, config=config))
 
 
 def _episode_list(queryset: QuerySet, condition: Q, limit: int | None) -> list[dict]:
@@ -302,7 +301,7 @@ def validate_compare(*, runs: Iterable[Run], config_a: JudgeConfig, config_b: Ju
             tally_b.add(row, row["oj__verdict"], row["other_cost"])
     common = {"runs": run_list, "against": against, "reviewer": reviewer}
     lists = {"run_ids": run_ids, "against": against, "reviewer": reviewer}
-    sample_a = design_precision(runs=run_list, config=config_a)  # once: the design reads every judged success
+    sample_a = validate_sample_estimate(runs=run_list, config=config_a)  # once: the design reads every judged success
     return {
         "a": _with_lists(_report(tally_a, config=config_a, sample=sample_a, **common), config=config_a,
                          also_judged_by=config_b, list_limit=list_limit, **lists),
@@ -329,6 +328,9 @@ def validate_sample_estimate(*, runs: Iterable[Run], config: JudgeConfig, sample
     labelled members, post-stratified by judge verdict. UNSURE labels are left out.
     """
     if sample is None:
+        # The certify design's statistics (numpy) load with the first estimate, not when the stages register.
+        from taskgen.stages.certify.service import design_precision
+
         return design_precision(runs=list(runs), config=config, target_half_width=target_half_width)
     labelled, true = _LABELLED & Q(id__in=sample), _LABELLED_TRUE & Q(id__in=sample)
     yes, no = Q(cj__verdict=SUCCESS), Q(cj__verdict=NOT_SUCCESS)
