@@ -7,29 +7,40 @@ import random
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-import redis
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
-from redis.exceptions import RedisError
 
 from taskgen.engine.contract import RetryLater
 from taskgen.models import JudgeRateWindow
 
+if TYPE_CHECKING:
+    import redis
+
 
 @functools.lru_cache(maxsize=4)
 def _redis(url: str) -> redis.Redis:
+    # Imported at the first call counted in Redis: every process registers the judge stage (this module with it),
+    # and the redis client's import was 5 MB of a `taskgen rows` process that never counts a call.
+    import redis
+
     return redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
 
 
 def _take_redis(key: str, limit: int) -> bool:
+    from redis.exceptions import RedisError
+
     client = _redis(settings.REDIS_URL)
     pipe = client.pipeline()
     pipe.incr(key)
     pipe.expire(key, max(120, 2 * settings.JUDGE_RATE_WINDOW_SECONDS))
-    count, _ = pipe.execute()
+    try:
+        count, _ = pipe.execute()
+    except RedisError as exc:  # a Redis that cannot be reached is an OSError like any other connection's
+        raise ConnectionError(str(exc)) from exc
     return int(count) <= limit
 
 
@@ -80,7 +91,7 @@ def rate_limit_take(*, model: str, per_minute: int | None = None, clock: Callabl
     window = int(now // seconds)
     try:
         taken = take(f"taskgen:judge-rpm:{model}:{window}", limit)
-    except (RedisError, OSError) as exc:
+    except OSError as exc:
         raise RetryLater(2 + random.uniform(0, 2), f"rate limiter unreachable: {exc}") from exc
     return 0.0 if taken else (window + 1) * seconds - now + random.uniform(0, 0.5)
 
