@@ -1,7 +1,9 @@
 """Writing an export: the rows folder `<out>/<task_id>/{rows.jsonl, step_*.png, episode.json}` with _report.json and
 _manifest.json, and the same files as a .tar.gz streamed chunk by chunk (memory stays flat however big the export).
 
-rows.jsonl and episode.json are the episode's stored text exactly; images are the stored row-image blobs.
+rows.jsonl and episode.json are the episode's stored text exactly; images are the stored row-image blobs. File paths
+below a folder are plain strings, not Paths: Python 3.11's pathlib interns every part of every path it parses, and
+an export names tens of thousands of blobs and folders once each.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from taskgen.blobs import blob_path, blob_path_of
+from taskgen.blobs import blob_file_of, blob_path
 from taskgen.models import Blob, Episode, Export
 from taskgen.names import PLAIN_NAME_RULE, is_plain_name
 from taskgen.stages.export.select import (
@@ -43,10 +45,10 @@ def safe_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class EpisodeFiles:
-    """One exported episode: its folder name and its files as (file name, bytes or blob path)."""
+    """One exported episode: its folder name and its files as (file name, bytes or the blob's file path)."""
 
     task_id: str
-    files: list[tuple[str, bytes | Path]]
+    files: list[tuple[str, bytes | str]]
 
 
 def export_episodes(entries: list[dict]) -> Iterator[EpisodeFiles]:
@@ -63,22 +65,22 @@ def export_episodes(entries: list[dict]) -> Iterator[EpisodeFiles]:
             yield EpisodeFiles(entry["task_id"], episode_files(row, entry["images"]))
 
 
-def episode_files(row: dict, images: list[list[str]]) -> list[tuple[str, bytes | Path]]:
-    """(file name, bytes or blob path) of one episode's rows folder, from its stored text and its [name, sha256]
-    row images."""
-    files: list[tuple[str, bytes | Path]] = [("rows.jsonl", row["rows_jsonl"].encode("utf-8"))]
-    files += [(safe_name(name), blob_path_of(sha256)) for name, sha256 in images]
+def episode_files(row: dict, images: list[list[str]]) -> list[tuple[str, bytes | str]]:
+    """(file name, bytes or the blob's file path) of one episode's rows folder, from its stored text and its
+    [name, sha256] row images."""
+    files: list[tuple[str, bytes | str]] = [("rows.jsonl", row["rows_jsonl"].encode("utf-8"))]
+    files += [(safe_name(name), blob_file_of(sha256)) for name, sha256 in images]
     if row["episode_json"]:  # an episode imported without episode.json gets none, as the reference copies
         files.append(("episode.json", row["episode_json"].encode("utf-8")))
     return files
 
 
-def _copy(source: Path, target: Path) -> None:
+def _copy(source: str, target: str) -> None:
     try:
         shutil.copyfile(source, target)  # the kernel copies (sendfile): fast and light on the CPU
     except shutil.SpecialFileError:
         # shutil.copyfile refuses anything but regular files (a blob store on a pipe or device): copy by hand.
-        with source.open("rb") as src, target.open("wb") as dst:
+        with open(source, "rb") as src, open(target, "wb") as dst:
             shutil.copyfileobj(src, dst, COPY_BUFFER)
 
 
@@ -86,17 +88,18 @@ def episode_write_dir(*, episode: EpisodeFiles, out: Path) -> bool:
     """Write one episode's folder (all files, then one rename, so a folder that exists is complete); False when it
     was already there (a resumed export writes only what is missing)."""
     name = safe_name(episode.task_id)
-    target = out / name
-    if target.is_dir():
+    target = os.path.join(out, name)
+    if os.path.isdir(target):
         return False
-    partial = out / f".partial-{name}"
+    partial = os.path.join(out, f".partial-{name}")
     shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir()
+    os.mkdir(partial)
     for file_name, content in episode.files:
         if isinstance(content, bytes):
-            (partial / file_name).write_bytes(content)
+            with open(os.path.join(partial, file_name), "wb") as handle:
+                handle.write(content)
         else:
-            _copy(content, partial / file_name)
+            _copy(content, os.path.join(partial, file_name))
     os.rename(partial, target)
     return True
 
@@ -206,7 +209,7 @@ class _ChunkSink:
         return data
 
 
-def _add(tar: tarfile.TarFile, arcname: str, content: bytes | Path, mtime: int) -> None:
+def _add(tar: tarfile.TarFile, arcname: str, content: bytes | str, mtime: int) -> None:
     info = tarfile.TarInfo(arcname)
     info.mtime = mtime
     info.mode = 0o644
@@ -214,8 +217,8 @@ def _add(tar: tarfile.TarFile, arcname: str, content: bytes | Path, mtime: int) 
         info.size = len(content)
         tar.addfile(info, io.BytesIO(content))
         return
-    info.size = content.stat().st_size
-    with content.open("rb") as handle:
+    info.size = os.stat(content).st_size
+    with open(content, "rb") as handle:
         tar.addfile(info, handle)
 
 
