@@ -13,7 +13,7 @@ from taskgen.engine.control import run_start
 from taskgen.engine.wait import resume_words, run_wait, wait_report, worker_command
 from taskgen.models import Export, JudgeConfig, PipelineRun, Run
 from taskgen.stages.export.select import ExportError, export_judge_config_default, report_bytes
-from taskgen.stages.export.work import export_left_out_words
+from taskgen.stages.export.work import export_left_out_words, export_manifest_read
 from taskgen.stages.lookup import judge_config_find, run_find
 
 NAME = "rows"
@@ -100,7 +100,10 @@ def run(options: dict, stdout, stderr) -> int:
         if not code:  # every episode written, the run's end failed: a resume runs only the end again
             stderr.write(resume_words(pipeline_run=pipeline_run, work_here=options["workers"]))
         return 1
-    export = Export.objects.defer("manifest").get(pk=waited.pipeline_run.result["export_id"])  # not read again
-    stdout.write(report_bytes(export.report).decode())
+    # The report from the manifest this process selected and keeps: Export.report reads the row's whole manifest
+    # back (a 4 MB JSON decode at full size, the command's peak memory).
+    report = export_manifest_read(pipeline_run.params["manifest_sha256"])["report"]
+    export = Export.objects.only("pk", "manifest_sha256", "out_dir").get(pk=waited.pipeline_run.result["export_id"])
+    stdout.write(report_bytes(report).decode())
     stdout.write(json.dumps({"export": export.pk, "manifest_sha256": export.manifest_sha256, "out": export.out_dir}))
     return 0
