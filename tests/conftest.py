@@ -6,19 +6,28 @@ from django.test import Client
 
 from tests.factories import UserFactory
 
-# Under pytest-xdist (`-n 2 --dist loadgroup`) these run one after another on one worker: they start real Celery
-# workers, bind fixed ports (tests/redis_server.py's servers, the compose file's Redis) or start the demo's and
-# production's processes, and they stop, freeze or kill them on a clock. Every other test runs on whichever worker is
-# free, each worker with its own database, var folder and Redis database (tests/settings.py).
-ONE_AT_A_TIME = {"test_compose.py", "test_production.py", "test_judge_rate_limit.py", "test_login_without_redis.py",
+# Under pytest-xdist (`-n 3 --dist loadgroup`) each worker has its own database, var folder and Redis database
+# (tests/settings.py). The tests of a file that starts processes (Celery workers, the demo, gunicorn, a Redis of its
+# own on a fixed port) or a Chromium for the whole module run on one worker, one after another: a module's worker or
+# browser is started once, and a fixed port is never bound twice. Those files start first, the longest (a soak, the
+# fault tests) before the rest, so that no long file is left to run alone at the end.
+PROCESS_FILES = {"test_compose.py", "test_production.py", "test_judge_rate_limit.py", "test_login_without_redis.py",
                  "test_demo_serve.py", "test_demo_commands.py", "test_engine_faults.py", "test_engine_kill_recovery.py",
-                 "test_engine_stage_faults.py", "test_chaos_soak.py"}
+                 "test_engine_stage_faults.py"}
+
+
+def _starts_processes(item) -> bool:
+    return (item.path.name in PROCESS_FILES or item.get_closest_marker("celery_worker") is not None
+            or item.get_closest_marker("browser") is not None)
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
-        if item.path.name in ONE_AT_A_TIME or item.get_closest_marker("celery_worker"):
-            item.add_marker(pytest.mark.xdist_group("one-at-a-time"))
+        if _starts_processes(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    if config.getoption("dist", "no") != "no":
+        items.sort(key=lambda item: (item.get_closest_marker("soak") is None, item.path.name != "test_engine_faults.py",
+                                     not _starts_processes(item)))
 
 
 @pytest.fixture(autouse=True)

@@ -63,7 +63,7 @@ def test_ctrl_c_stops_the_web_server_and_the_worker_within_ten_seconds(tmp_path)
         assert f"http://127.0.0.1:{port}/" in banner and "log in as admin / " in banner
         groups = [int(p) for p in _children(demo.pid)]
         assert len(groups) == 3  # two workers (judge: threads) and the web server, each leading its process group
-        time.sleep(2)  # the worker has started its pool
+        _wait_until_ready([tmp_path / "logs" / f"demo-{name}.log" for name in ("worker", "judge-worker")])
         started = time.monotonic()
         demo.send_signal(signal.SIGINT)
         demo.wait(timeout=STOP_SECONDS + EXIT_MARGIN + 10)
@@ -111,6 +111,14 @@ def test_a_worker_stuck_in_warm_shutdown_and_its_children_are_gone_within_the_bo
             os.killpg(stuck.pid, signal.SIGKILL)
     assert seconds <= STOP_SECONDS + 0.5
     assert stuck.poll() == -signal.SIGKILL and not _group_members(stuck.pid)
+
+
+def _wait_until_ready(logs: list[Path], seconds: float = 60) -> None:
+    """Until each Celery worker says it is ready (its pool started), within a bound."""
+    deadline = time.monotonic() + seconds
+    while not all(log.exists() and "ready." in log.read_text() for log in logs):
+        assert time.monotonic() < deadline, f"the workers did not start within {seconds} s: {logs}"
+        time.sleep(0.1)
 
 
 def _children(pid: int) -> list[str]:
