@@ -5,7 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
-PYTEST_ARGS ?=
+# Three test processes (pytest-xdist; a 2-core machine spends most of the suite waiting on processes and browsers):
+# tests/conftest.py keeps the files that start processes each on one of them. `make test PYTEST_ARGS=` runs in one.
+PYTEST_ARGS ?= -n 3 --dist loadgroup
 
 .PHONY: install demo demo-data serve worker test lint chromium migrate clean bench lock
 
