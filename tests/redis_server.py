@@ -1,22 +1,34 @@
 """A redis-server of our own on another port, for tests and benchmarks that stop, freeze or restart Redis (the
 machine's own Redis is never touched).
 
-    server = RedisServer(6391, tmp_path).start()   # server.url -> redis://127.0.0.1:6391/0
+    server = RedisServer(None, tmp_path).start()   # a free port of its own; server.url -> redis://127.0.0.1:PORT/0
     server.freeze(); server.thaw()                 # SIGSTOP / SIGCONT: connections hang, nothing is refused
-    server.kill(); server.start()                  # without persistence everything in it is gone
-    RedisServer(6392, tmp_path, persist=True)      # append-only: a restart keeps what was written
+    server.kill(); server.start()                  # the same port again; without persistence everything is gone
+    RedisServer(None, tmp_path, persist=True)      # append-only: a restart keeps what was written
+
+A fixed port collided with another test run on the same machine (parallel workers, two checkouts): the other run's
+server answered, and was taken for ours. The port is a free one, chosen once, and start() checks that the server
+answering on it is the process it started.
 """
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
 
 
+def free_port() -> int:
+    """A TCP port nothing listens on now (the kernel's choice)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 class RedisServer:
-    def __init__(self, port: int, folder: Path, *, persist: bool = False) -> None:
-        self.port, self.folder, self.persist = port, Path(folder), persist
+    def __init__(self, port: int | None, folder: Path, *, persist: bool = False) -> None:
+        self.port, self.folder, self.persist = port or free_port(), Path(folder), persist
         self.process: subprocess.Popen | None = None
 
     @property
@@ -33,7 +45,18 @@ class RedisServer:
             if time.monotonic() > deadline or self.process.poll() is not None:
                 raise RuntimeError(f"redis-server on port {self.port} did not start")
             time.sleep(0.1)
+        if self._answering_pid() != self.process.pid:
+            self.process.kill()
+            raise RuntimeError(f"port {self.port} is another redis-server's, not the one this test started")
         return self
+
+    def _answering_pid(self) -> int | None:
+        import redis
+
+        try:
+            return int(redis.Redis(port=self.port, socket_timeout=2).info("server")["process_id"])
+        except (redis.RedisError, KeyError, ValueError):
+            return None
 
     def answers(self) -> bool:
         import redis

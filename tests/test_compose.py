@@ -20,6 +20,7 @@ from django.core.management import get_commands
 from django.urls import resolve
 
 from taskgen.engine.stage_table import ENGINE_STAGES
+from tests.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -195,7 +196,7 @@ def test_the_redis_service_refuses_clients_without_its_password(tmp_path):
     import redis
 
     (tmp_path / "redis_password").write_text("s3cret/+@x\n")
-    port = 6398
+    port = free_port()
     _program(tmp_path, "docker-entrypoint.sh",
              f'shift; exec redis-server "$@" --port {port} --bind 127.0.0.1 --save "" --dir {tmp_path}')
     script = SERVICES["redis"]["entrypoint"]

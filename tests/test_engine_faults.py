@@ -24,7 +24,6 @@ from tests.judge_helpers import shop_episode
 from tests.redis_server import RedisServer
 
 EPISODES = 300
-REDIS_PORT = 6391
 SHORT_LEASES = {"TASKGEN_ENGINE_LEASE_SECONDS": "4", "TASKGEN_ENGINE_RECONCILE_SECONDS": "1",
                 "TASKGEN_ENGINE_WAKE_AGAIN_SECONDS": "2", "TASKGEN_ENGINE_SLICE_SECONDS": "10"}
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
@@ -48,7 +47,7 @@ def fake_gemini():
 
 @pytest.fixture
 def redis_server(tmp_path):
-    server = RedisServer(REDIS_PORT, tmp_path).start()
+    server = RedisServer(None, tmp_path).start()
     yield server
     server.kill()
 

@@ -26,7 +26,6 @@ from tests.judge_helpers import shop_episode
 from tests.redis_server import RedisServer
 
 EPISODES = 150
-REDIS_PORT = 6394
 pytestmark = [pytest.mark.celery_worker, pytest.mark.django_db(transaction=True)]
 
 
@@ -45,7 +44,7 @@ def fake_gemini():
 
 @pytest.fixture
 def processes(fake_gemini, tmp_path, settings, monkeypatch):
-    redis_server = RedisServer(REDIS_PORT, tmp_path).start()
+    redis_server = RedisServer(None, tmp_path).start()
     settings.GEMINI_API_KEY = "test-key-not-real"
     settings.GOOGLE_GEMINI_BASE_URL = fake_gemini.base_url
     monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda *args, **kwargs: False)  # beat wakes the run

@@ -15,14 +15,13 @@ from django.urls import reverse
 from tests.factories import UserFactory
 from tests.redis_server import RedisServer
 
-PORT = 6393
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
 def redis_as_cache(tmp_path, settings):
     """The app's cache on a Redis of our own, as production configures it (taskgen/settings.py)."""
-    server = RedisServer(PORT, tmp_path).start()
+    server = RedisServer(None, tmp_path).start()
     settings.CACHES = {"default": {**django_settings.CACHES["default"],
                                    "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": server.url}}
     settings.REDIS_URL = server.url
