@@ -72,6 +72,10 @@ def _setup_django(embedded: bool) -> None:
     if embedded:
         os.environ.pop("DATABASE_URL", None)
         os.environ.update(TASKGEN_VAR_DIR=str(VAR), TASKGEN_DATA_ROOT=str(VAR / "data"))
+    elif os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        from bench.cpu import scratch_database_ensure
+
+        scratch_database_ensure(os.environ["DATABASE_URL"])  # a missing one waited out the pool and said nothing
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
     import django
     django.setup()
