@@ -5,9 +5,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
-# `make test PYTEST_ARGS="-n 3 --dist loadgroup"` runs the suite in three processes (pytest-xdist; tests/conftest.py
-# keeps the files that start processes each on one of them): not the default until the PostgreSQL pass is shown stable.
-PYTEST_ARGS ?=
+# The suite runs in three processes (pytest-xdist; tests/conftest.py keeps the files that start processes or a browser
+# each on one of them, and tests/settings.py gives each process its own var folder, test database and Redis database);
+# `make test PYTEST_ARGS=` runs it in one.
+PYTEST_ARGS ?= -n 3 --dist loadgroup
 
 .PHONY: install demo demo-data serve worker test lint chromium migrate clean bench lock
 
