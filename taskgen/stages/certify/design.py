@@ -24,7 +24,7 @@ from django.db import IntegrityError, transaction
 
 from taskgen.models import CertifyDesign, Episode, FinalLabel, JudgeConfig, Judgment, LabelVerdict, Run
 from taskgen.stages.certify.bound import StratumCount, design_walk
-from taskgen.stages.export.order import SelectContext, read_risk_sets
+from taskgen.stages.export.order import SelectContext, among, read_risk_sets
 from taskgen.stages.export.select import Selection, export_select
 from taskgen.triage.risk import STRATA, risk_sets, risk_stratum
 
@@ -82,7 +82,8 @@ def label_truths(episode_ids: set[int], *, min_reviewer_accuracy: float | None =
         trusted = final_verdicts_trusted(episode_ids=sorted(episode_ids), accuracy=min_reviewer_accuracy)
         return {pk: (_truth(verdict, verdict != LabelVerdict.UNSURE), verdict) for pk, verdict in trusted.items()
                 if verdict is not None}
-    rows = FinalLabel.objects.filter(episode_id__in=episode_ids) if run is None or len(episode_ids) < MANY else \
+    rows = FinalLabel.objects.filter(among(FinalLabel, episode_ids, "episode_id")) \
+        if run is None or len(episode_ids) < MANY else \
         FinalLabel.objects.filter(episode__run=run)  # the run's labels, not an IN list of half a million ids
     rows = rows.values_list("episode_id", "verdict", "adjudicated")
     return {pk: (_truth(verdict, adjudicated), verdict) for pk, verdict, adjudicated in rows if pk in episode_ids}
