@@ -71,3 +71,20 @@ def test_an_answer_that_arrives_after_the_connection_was_ended_is_kept_and_not_p
         assert not JudgeAnswer.objects.exists()
     finally:
         fake.stop()
+
+
+def test_a_database_that_does_not_exist_is_named_not_hidden_behind_the_pools_timeout():
+    """A DATABASE_URL naming a database nobody made: the pool's timeout said only 'couldn't get a connection after
+    10.00 sec'; the error now carries PostgreSQL's own refusal."""
+    from django.db import OperationalError
+    from django.db.utils import load_backend
+
+    settings_dict = {**connection.settings_dict, "NAME": "taskgen_no_such_database",
+                     "OPTIONS": {**connection.settings_dict["OPTIONS"],
+                                 "pool": {**connection.settings_dict["OPTIONS"]["pool"], "timeout": 1.0}}}
+    wrapper = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, alias="no_such_database")
+    try:
+        with pytest.raises(OperationalError, match='database "taskgen_no_such_database" does not exist'):
+            wrapper.ensure_connection()
+    finally:
+        wrapper.close_pool()
