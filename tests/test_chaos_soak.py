@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,14 +18,10 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from tests.ports import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.soak, pytest.mark.browser, pytest.mark.celery_worker]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_minutes_of_faults_lose_nothing_and_double_nothing(tmp_path):
@@ -43,7 +38,7 @@ def test_two_minutes_of_faults_lose_nothing_and_double_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TASKGEN_", "CELERY_", "REDIS_"))}
     env["DATABASE_URL"] = database
     command = [sys.executable, "bench/chaos.py", "--minutes", "2", "--drain", "300", "--folder", str(tmp_path),
-               "--redis-port", str(_free_port()), "--web-port", str(_free_port())]
+               "--redis-port", str(free_port()), "--web-port", str(free_port())]
     soak = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = soak.communicate(timeout=1500)

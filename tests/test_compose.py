@@ -20,7 +20,7 @@ from django.core.management import get_commands
 from django.urls import resolve
 
 from taskgen.engine.stage_table import ENGINE_STAGES
-from tests.redis_server import free_port
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,15 +17,10 @@ from pathlib import Path
 import pytest
 
 from taskgen.demo import STOP_SECONDS, Server, servers_stop
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 EXIT_MARGIN = 20.0  # demo-serve's own exit after its servers are gone (a Django process; a loaded machine)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -51,7 +45,7 @@ def test_ctrl_c_stops_the_web_server_and_the_worker_within_ten_seconds(tmp_path)
     subprocess.run([*manage, "migrate", "-v0"], env=env, check=True, cwd=ROOT, timeout=180)
     subprocess.run([*manage, "taskgen", "demo-setup"], env=env, check=True, cwd=ROOT, timeout=60,
                    capture_output=True)
-    port = _free_port()
+    port = free_port()
     demo = subprocess.Popen([*manage, "taskgen", "demo-serve", "--port", str(port)], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

@@ -7,7 +7,6 @@ import json
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
 import time
@@ -24,14 +23,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.factories import UserFactory
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _database_url() -> str:
@@ -62,7 +56,7 @@ def test_check_deploy_has_no_warnings_with_debug_off_and_a_real_secret_key():
 def gunicorn(transactional_db, tmp_path):
     """`gunicorn -c gunicorn.conf.py taskgen.wsgi` (3 workers) on 127.0.0.1, on the test database, with static files
     collected as the image collects them."""
-    port = _free_port()
+    port = free_port()
     env = production_env(GUNICORN_BIND=f"127.0.0.1:{port}", GUNICORN_WORKERS="2", DATABASE_URL=_database_url(),
                          TASKGEN_STATIC_ROOT=str(tmp_path / "static"), TASKGEN_MEDIA_ROOT=str(settings.MEDIA_ROOT))
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--no-input", "-v0"], cwd=ROOT, env=env,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -20,6 +19,7 @@ from taskgen.models import PipelineRun, Site, Task
 from taskgen.stages.propose.context import ContextError
 from taskgen.stages.propose.sites import external_site_register
 from tests import propose_helpers
+from tests.ports import free_port
 
 sandbox_maps, sandbox_sites = propose_helpers.sandbox_maps, propose_helpers.sandbox_sites  # fixtures
 pytestmark = pytest.mark.django_db
@@ -63,9 +63,7 @@ def site_server():
 
 
 def _closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+    return f"http://127.0.0.1:{free_port()}"
 
 
 def test_an_external_site_is_proposed_for_from_its_sitemap_and_base_url(db, site_server, tmp_path):

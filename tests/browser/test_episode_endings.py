@@ -8,7 +8,6 @@ import copy
 import io
 import json
 import re
-import socket
 from html import unescape
 
 import pytest
@@ -20,6 +19,7 @@ from taskgen.harness.browser import browser_close, in_browser_thread
 from taskgen.models import Episode, PipelineRun, Run
 from tests.agent_policy import SolutionPolicy
 from tests.fakes.openai_server import FakeOpenAI
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -36,12 +36,6 @@ def fast(settings, live_server):
     settings.JUDGE_TIMEOUT_SECONDS, settings.AGENT_MAX_ATTEMPTS = 5, 2
     settings.SANDBOX_BASE_URL = live_server.url
     settings.OPENAI_API_KEY = ""
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _attempt(settings, tmp_path, name: str, task_ids: list[str], **options) -> PipelineRun:
@@ -62,7 +56,7 @@ def _text(html: str) -> str:
 def test_a_failed_sandbox_episode_says_what_ended_it_at_which_step_and_shows_its_verifier(
         fast, settings, tmp_path, viewer_client):
     pipeline_run = _attempt(settings, tmp_path, "down", ["sb-shop-001"],
-                            base_url=f"http://127.0.0.1:{_closed_port()}/v1")
+                            base_url=f"http://127.0.0.1:{free_port()}/v1")
     assert (pipeline_run.status, pipeline_run.failed) == (PipelineRun.Status.DONE, 1), pipeline_run.errors
     episode = Episode.objects.get(run__name="down")
     assert (episode.status, episode.finished, episode.end_step) == (Episode.Status.FAILED, "error", 1)

@@ -7,7 +7,6 @@ import io
 import json
 import os
 import shutil
-import socket
 
 import pytest
 
@@ -18,6 +17,7 @@ from taskgen.harness.agents import ScriptedAgent
 from taskgen.harness.browser import browser_close, in_browser_thread
 from taskgen.harness.episode import episode_run
 from taskgen.models import Episode, PipelineRun, Run, Screenshot
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -44,12 +44,6 @@ def _task(task_id: str) -> dict:
     return copy.deepcopy(next(t for t in sandbox_tasks() if t["task_id"] == task_id))
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("task_id", ["sb-shop-017", "sb-mail-015", "sb-booking-012"])
 def test_a_known_solution_passes_its_verifier_in_chromium(chromium, live_server, task_id):
     record = episode_run(task=_task(task_id), agent=ScriptedAgent(), base_url=live_server.url)
@@ -74,7 +68,7 @@ def test_a_wrong_value_fails_the_verifier_in_chromium(chromium, live_server):
 def test_attempt_writes_a_run_dir_imports_it_and_records_a_crash_as_failed(chromium, live_server, settings, tmp_path,
                                                                            viewer_client):
     settings.SANDBOX_BASE_URL = live_server.url
-    crash = {**_task("sb-shop-002"), "task_id": "sb-crash-001", "start_path": f"http://127.0.0.1:{_closed_port()}/"}
+    crash = {**_task("sb-shop-002"), "task_id": "sb-crash-001", "start_path": f"http://127.0.0.1:{free_port()}/"}
     tasks = [_task("sb-shop-003"), _task("sb-booking-012"), crash]
     tasks_file = tmp_path / "tasks.jsonl"
     tasks_file.write_text("".join(json.dumps(t, ensure_ascii=False) + "\n" for t in tasks), encoding="utf-8")

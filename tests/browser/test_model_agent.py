@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import socket
 
 import pytest
 
@@ -18,6 +17,7 @@ from taskgen.harness.rundir import episode_write
 from tests.agent_policy import SolutionPolicy, elements_of
 from tests.fakes.gemini_server import FakeGemini
 from tests.fakes.openai_server import FakeOpenAI, request_images
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -202,10 +202,7 @@ def test_the_step_limit_ends_the_episode_with_the_reason(live_server, fake_opena
 
 
 def test_a_model_server_that_is_down_fails_the_episode_with_the_reason(live_server, settings, fast_retries):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    record = _run(_task("sb-shop-001"), live_server, base_url=f"http://127.0.0.1:{port}/v1")
+    record = _run(_task("sb-shop-001"), live_server, base_url=f"http://127.0.0.1:{free_port()}/v1")
     assert record.finished == "error" and "the model failed at step 1" in record.error
     assert "unreachable" in record.error and record.rows == []
     # what ended it, at which step: the harness's error at step 1 (its end reason read "step limit" before)
