@@ -76,7 +76,7 @@ def label_truths(episode_ids: set[int], *, min_reviewer_accuracy: float | None =
                  ) -> dict[int, tuple[bool | None, str]]:
     """Each labelled episode's truth and final verdict, from its final label; with `min_reviewer_accuracy`, from the
     final-label rule over the labels of reviewers at or above that accuracy on known-truth checks only
-    (review/reviewer_quality.py): an episode only they labelled is unlabelled again, and served again."""
+    (taskgen/labels/quality.py): an episode only they labelled is unlabelled again, and served again."""
     if min_reviewer_accuracy is not None:
         from taskgen.labels.quality import final_verdicts_trusted
         trusted = final_verdicts_trusted(episode_ids=sorted(episode_ids), accuracy=min_reviewer_accuracy)
