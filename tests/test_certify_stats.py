@@ -12,6 +12,10 @@ from scipy import stats
 
 from taskgen.stages.certify.bound import (
     StratumCount,
+    _hull_least,
+    _log_capital,
+    _log_draws,
+    _lower_hull,
     allocate_next,
     betabinom_logpmf,
     counts_of,
@@ -110,6 +114,37 @@ def test_labels_go_first_to_strata_without_any_then_where_the_spread_is():
     assert order.count(2) > order.count(1)  # a 50/50 stratum needs labels more than one that is all successes
     assert allocate_next([_count(1000, 10, 9), _count(50, 10, 9)], count=10).count(0) == 10  # N_h s_h
     assert allocate_next([_count(3, 2, 1)], count=5) == [0]  # never past a stratum's size
+
+
+def test_the_dual_read_off_the_lower_hull_is_the_least_over_every_point():
+    """The dual reads each stratum's curve on its lower hull: for every lambda, the same least K + lambda g as over
+    all the points, on convex curves, bumpy ones, flat ones and real capitals."""
+    rng = np.random.default_rng(26)
+    lams = np.exp(np.linspace(-15.0, 20.0, 71))
+    curves = [(np.arange(50.0), rng.normal(size=50)), (np.arange(300.0), (np.arange(300.0) - 120) ** 2 / 900),
+              (np.arange(10.0), np.zeros(10)), (np.array([4.0]), np.array([1.5])),
+              (np.sort(rng.choice(5000, 400, replace=False)).astype(float), rng.exponential(size=400)),
+              _log_capital(counts_of(3000, [True] * 40 + [False] * 3), 0.0)]
+    for ks, g in curves:
+        hull = _lower_hull(ks, g)
+        assert len(hull[0]) <= len(ks)
+        assert np.allclose(_hull_least(*hull, lams), np.min(ks[:, None] + g[:, None] * lams[None, :], axis=0),
+                           rtol=1e-12, atol=1e-9)
+
+
+def test_the_log_factorial_table_gives_scipys_values():
+    """Draws without replacement and the bets' beta-binomial prior, looked up in the table of log-factorials, agree
+    with scipy's log-gamma and scipy.stats' hypergeometric and beta-binomial."""
+    left, s, f = 900, 7, 3
+    ks = np.arange(left + 1)
+    from scipy import special
+    direct = (special.gammaln(ks + 1) - special.gammaln(ks - s + 1) + special.gammaln(left - ks + 1)
+              - special.gammaln(left - ks - f + 1) - special.gammaln(left + 1) + special.gammaln(left - s - f + 1))
+    drawn = _log_draws(0, left + 1, left, s, f)
+    possible = (ks >= s) & (left - ks >= f)
+    assert np.all(np.isneginf(drawn[~possible]))
+    assert np.allclose(drawn[possible], direct[possible], rtol=1e-12)
+    assert np.allclose(betabinom_logpmf(ks, left, 3.0, 4.0), stats.betabinom.logpmf(ks, left, 3, 4), rtol=1e-9)
 
 
 def test_labels_needed_is_zero_when_reached_and_none_when_out_of_reach():
