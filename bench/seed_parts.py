@@ -17,7 +17,8 @@ from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini
 
 ROOT = Path(__file__).resolve().parent.parent
 WORK = ROOT / "var" / "bench" / "seed_scale"
-JUDGE_IN_FLIGHT = 16
+JUDGE_IN_FLIGHT = 16  # the judge worker's calls in flight (TASKGEN_JUDGE_CONCURRENCY's default)
+JUDGE_THREADS = 20  # the judge queue's threads (docker-compose.yml: TASKGEN_JUDGE_THREADS' default)
 TICK = os.sysconf("SC_CLK_TCK")
 NOT_SUCCESS = {"parts": [{"part": "the whole task", "done": False, "evidence": "fake server: not done"}],
                "verdict": "NOT SUCCESS"}
@@ -78,7 +79,7 @@ class Workers:
     """The compose file's workers and beat, each in a process group of its own (killed with its children at the end)."""
 
     COMMANDS = {
-        "judge": ["worker", "-Q", "judge", "-P", "threads", "--concurrency", "20"],
+        "judge": ["worker", "-Q", "judge", "-P", "threads", "--concurrency", str(JUDGE_THREADS)],
         "browser": ["worker", "-Q", "browser", "-P", "prefork", "--concurrency", "2", "--max-tasks-per-child", "50"],
         "default": ["worker", "-Q", "default", "-P", "prefork", "--concurrency", "2"],
         "beat": ["beat"],
@@ -124,7 +125,9 @@ class Stages:
         self.args, self.fake, self.workers, self.figures = args, fake, workers, {}
         self.run_name, self.config_id = "seed-scale", None
 
-    def _measure(self, name: str, start, ideal, where) -> object:
+    def _measure(self, name: str, start, ideal, where, unit: str, per=lambda run: run.total) -> object:
+        """Start a stage, wait for its run to finish, and keep its figures: `ideal(calls, run)` is the fakes' floor,
+        `where(run, wall)` where the time went, `per(run)` the units the overhead is counted in (named `unit`)."""
         from taskgen.models import PipelineRun
 
         workers_before, backends_before, own_before = self.workers.cpu(), _backends_cpu(), time.process_time()
@@ -137,34 +140,39 @@ class Stages:
         workers_after, backends_after = self.workers.cpu(), _backends_cpu()
         worker_cpu = {k: round(workers_after[k] - workers_before[k], 2) for k in workers_after}
         backend_cpu = sum(cpu - backends_before.get(pid, 0.0) for pid, cpu in backends_after.items())
-        units, calls = pipeline_run.total, self.fake.calls - calls_before
-        floor = ideal(calls)
-        figures = {"status": pipeline_run.status, "units": units, "failed": pipeline_run.failed, "calls": calls,
+        units, calls = per(pipeline_run), self.fake.calls - calls_before
+        floor = ideal(calls, pipeline_run)
+        figures = {"status": pipeline_run.status, "units": units, "unit": unit, "engine_units": pipeline_run.total,
+                   "failed": pipeline_run.failed, "calls": calls,
                    "wall_s": round(wall, 1), "ideal_s": round(floor, 1),
                    "overhead_ms_per_unit": round((wall - floor) / max(units, 1) * 1000, 1),
                    "workers_cpu_s": worker_cpu, "postgres_cpu_s": round(backend_cpu, 1),
                    "bench_process_cpu_s": round(time.process_time() - own_before, 1),
                    "app_cpu_ms_per_unit": round((sum(worker_cpu.values()) + backend_cpu) / max(units, 1) * 1000, 1),
-                   "load": round(os.getloadavg()[0], 1), **where(pipeline_run)}
+                   "load": round(os.getloadavg()[0], 1)}
+        figures.update(where(pipeline_run, wall))
         self.figures[name] = figures
-        print(f"{name:8s} {units:6,} units ({pipeline_run.failed} failed, {pipeline_run.status}) in {wall:7.1f} s; "
-              f"the fakes' floor {floor:6.1f} s; overhead {figures['overhead_ms_per_unit']:7.1f} ms per unit; CPU "
-              f"{figures['app_cpu_ms_per_unit']:6.1f} ms per unit (workers {worker_cpu}, PostgreSQL "
+        print(f"{name:8s} {units:6,} {plural(unit)} ({pipeline_run.failed} failed, {pipeline_run.status}), {calls:5,} "
+              f"model calls, in {wall:7.1f} s; the fakes' floor {floor:6.1f} s; overhead "
+              f"{figures['overhead_ms_per_unit']:7.1f} ms per {unit}; CPU {figures['app_cpu_ms_per_unit']:6.1f} ms per "
+              f"{unit} (workers {worker_cpu}, PostgreSQL "
               f"{backend_cpu:.1f} s); {json.dumps({k: v for k, v in figures.items() if k.startswith('where')})} "
               f"(load {figures['load']})", flush=True)
         return pipeline_run
 
     def propose(self, slugs: list[str]) -> None:
         from taskgen.engine.control import run_start
+        from taskgen.engine.stage_table import workers_per_run
         from taskgen.models import PipelineRun
 
         self.fake.latency = self.args.propose_latency
         params = {"provider": "gemini", "sites": ",".join(slugs), "per_site": self.args.per_site,
                   "batch": self.args.batch}
+        in_flight = min(workers_per_run(PipelineRun.Stage.PROPOSE), JUDGE_THREADS)  # a thread per worker message
         self._measure("propose", lambda: run_start(stage=PipelineRun.Stage.PROPOSE, params=params),
-                      lambda calls: ideal_seconds(calls, self.args.propose_latency, JUDGE_IN_FLIGHT),
-                      lambda run: {"where_tasks_kept": sum(site.get("kept", 0)
-                                                           for site in (run.result or {}).get("sites", []))})
+                      lambda calls, run: ideal_seconds(calls, self.args.propose_latency, in_flight),
+                      lambda run, wall: {"where_calls_in_flight": in_flight, "where_tasks_kept": sum(
+                          site.get("kept", 0) for site in (run.result or {}).get("sites", []))}, unit="batch")
 
     def attempt(self, slugs: list[str]) -> None:
         from django.conf import settings
@@ -178,21 +186,19 @@ class Stages:
         tasks_jsonl_append(path=tasks_file, tasks=reviewed_tasks(sites=slugs, include_all=True))
         params = {"tasks_file": str(tasks_file), "agent": "external:seed", "name": self.run_name}
 
-        def where(run) -> dict:
+        def where(run, wall: float) -> dict:
             result = run.result or {}
             harness = result.get("harness_seconds") or 0
-            return {"where_harness_s": harness, "where_import_and_engine_s": None,
-                    "where_episodes": result.get("episodes_added") or result.get("episodes")}
+            episodes = result.get("episodes_added") or result.get("episodes") or 0
+            rest = wall - harness
+            return {"where_harness_s": round(harness, 1), "where_import_and_engine_s": round(rest, 1),
+                    "where_episodes": episodes, "where_import_episodes_per_s": round(episodes / max(rest, 0.001), 1)}
 
-        run = self._measure("attempt", lambda: run_start(stage=PipelineRun.Stage.ATTEMPT, params=params),
-                            lambda calls: 0.0, where)
-        figures = self.figures["attempt"]
-        figures["where_import_and_engine_s"] = round(figures["wall_s"] - (figures["where_harness_s"] or 0), 1)
-        figures["import_episodes_per_s"] = round(run.total and (figures["where_episodes"] or 0) /
-                                                 max(figures["where_import_and_engine_s"], 0.001), 1)
-        print(f"         the harness wrote for {figures['where_harness_s']:.1f} s; the import and the engine took "
-              f"{figures['where_import_and_engine_s']:.1f} s: {figures['import_episodes_per_s']:.0f} episodes/s",
-              flush=True)
+        # the fake harness's own writing is the floor; the overhead is the adapter's, the import's and the engine's
+        self._measure("attempt", lambda: run_start(stage=PipelineRun.Stage.ATTEMPT, params=params),
+                      lambda calls, run: (run.result or {}).get("harness_seconds") or 0.0, where, unit="episode",
+                      per=lambda run: (run.result or {}).get("episodes_added") or (run.result or {}).get("episodes")
+                      or run.total)
 
     def judge(self) -> None:
         from taskgen.engine.control import run_start
@@ -203,8 +209,9 @@ class Stages:
         params = {"run": run.pk, "provider": "gemini"}
         pipeline_run = self._measure(
             "judge", lambda: run_start(stage=PipelineRun.Stage.JUDGE, params=params),
-            lambda calls: ideal_seconds(calls, self.args.judge_latency, JUDGE_IN_FLIGHT),
-            lambda run: {"where_successes": (run.result or {}).get("success")})
+            lambda calls, run: ideal_seconds(calls, self.args.judge_latency, JUDGE_IN_FLIGHT),
+            lambda run, wall: {"where_calls_in_flight": JUDGE_IN_FLIGHT,
+                               "where_successes": (run.result or {}).get("success")}, unit="episode")
         self.config_id = pipeline_run.params["config_id"]
 
     def export(self) -> None:
@@ -215,12 +222,16 @@ class Stages:
         out = WORK / "data" / "exports" / "seed-rows"
         params = {"run": run.pk, "out_dir": str(out), "budget": self.args.budget, "judge_config": self.config_id}
 
-        def where(pipeline_run) -> dict:
+        def where(pipeline_run, wall: float) -> dict:
             report = json.loads((out / "_report.json").read_text()) if (out / "_report.json").exists() else {}
             return {"where_rows": report.get("selected_rows"), "where_episodes": report.get("selected_trajectories")}
 
         self._measure("export", lambda: run_start(stage=PipelineRun.Stage.EXPORT, params=params),
-                      lambda calls: 0.0, where)
+                      lambda calls, run: 0.0, where, unit="episode")
+
+
+def plural(unit: str) -> str:
+    return f"{unit}es" if unit.endswith("ch") else f"{unit}s"
 
 
 def ideal_seconds(calls: int, latency: float, in_flight: int) -> float:

@@ -17,9 +17,14 @@ terms), judging 3 in 5 episodes a success. The judge's rate limit is lifted (TAS
 default 600 calls a minute would hold 7,280 judgments to 12 minutes. The fake harness (bench/seed_harness.py) writes
 each task's episode (2-7 steps, real-size 1280x800 PNGs, each distinct) at once.
 
-Per stage it prints: units, wall seconds, the ideal wall time the fakes allow (calls x latency / calls in flight), the
-app's overhead per unit beyond it ((wall - ideal) / units), and CPU per unit of the workers (their process trees),
-of the PostgreSQL backends, and of this process (the fake Gemini and the static site server's share is apart).
+Per stage it prints: units (propose: the engine's batches; attempt, judge and export: episodes), model calls, wall
+seconds, the floor the fakes allow (propose and judge: calls x latency / calls in flight, in whole waves: propose has
+the engine's worker messages per run in flight, 8, the reference's --workers; the judge 16; attempt: the fake harness's
+own writing time), the app's overhead per unit beyond it ((wall - floor) / units), and CPU per unit of the workers
+(their process trees) and of the PostgreSQL backends still connected at the stage's end (those that closed during it
+are not counted); the fake Gemini's and the static site server's CPU is apart, in this process. At the end: a table
+of the stages, their share of the wall time, and the whole pipeline (from the first stage's start to the export's
+end, the workers started) against the 15-minute target; --json prints every figure as one JSON object.
 """
 from __future__ import annotations
 
@@ -102,6 +107,24 @@ def _sites(count: int, fake) -> tuple[list[str], subprocess.Popen]:
     return slugs, server
 
 
+def _table(figures: dict, total: float) -> None:
+    """One line per stage and the whole pipeline against the target."""
+    from bench.seed_parts import plural
+
+    print(f"\n{'stage':8s} {'units':>15s} {'model calls':>11s} {'wall s':>8s} {'floor s':>8s} {'share':>6s} "
+          f"{'overhead ms/unit':>16s} {'app CPU ms/unit':>15s} {'load':>5s}")
+    for name, f in figures.items():
+        print(f"{name:8s} {f['units']:>6,} {plural(f['unit']):>8s} {f['calls']:>11,} {f['wall_s']:>8.1f} "
+              f"{f['ideal_s']:>8.1f} {f['wall_s'] / max(total, 0.001):>6.0%} {f['overhead_ms_per_unit']:>16.1f} "
+              f"{f['app_cpu_ms_per_unit']:>15.1f} {f['load']:>5.1f}")
+    floor = sum(f["ideal_s"] for f in figures.values())
+    verdict = "met" if total <= TARGET_MINUTES * 60 else "NOT met"
+    print(f"{'pipeline':8s} {'':>15s} {sum(f['calls'] for f in figures.values()):>11,} {total:>8.1f} {floor:>8.1f}\n"
+          f"the whole pipeline: {total / 60:.1f} min against the target of {TARGET_MINUTES} min: {verdict} "
+          f"(the fakes' floor {floor / 60:.1f} min; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)",
+          flush=True)
+
+
 def main() -> int:
     args = _args()
     database, broker = os.environ.get("DATABASE_URL", ""), os.environ.get("CELERY_BROKER_URL", "")
@@ -124,22 +147,24 @@ def main() -> int:
     slugs, pages = _sites(args.sites, fake)
     workers = Workers(WORK / "logs", dict(os.environ))
     stages = Stages(args, fake, workers)
-    started = time.perf_counter()
     try:
         workers.start()
+        started = time.perf_counter()
         stages.propose(slugs)
         stages.attempt(slugs)
         stages.judge()
         stages.export()
+        total = time.perf_counter() - started
     finally:
         workers.stop()
         fake.stop()
         pages.terminate()
-    total = time.perf_counter() - started
-    print(f"the whole pipeline: {total / 60:.1f} min (target {TARGET_MINUTES} min: "
-          f"{'met' if total <= TARGET_MINUTES * 60 else 'NOT met'}) (load {os.getloadavg()[0]:.1f})", flush=True)
+    _table(stages.figures, total)
     if args.json:
-        print(json.dumps({"total_s": round(total, 1), "stages": stages.figures}, indent=1))
+        print(json.dumps({"total_s": round(total, 1), "target_s": TARGET_MINUTES * 60,
+                          "target_met": total <= TARGET_MINUTES * 60, "load": round(os.getloadavg()[0], 1),
+                          "cores": os.cpu_count(), "sites": args.sites, "per_site": args.per_site,
+                          "stages": stages.figures}, indent=1))
     return 0
 
 
