@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import threading
 import warnings
 from collections.abc import Iterable
@@ -18,6 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from PIL import Image
 
+from taskgen.db_copy import CopyTable, by_copy, ids_reserve
 from taskgen.models import Blob
 
 # Formats a browser shows as an image and Pillow reads; anything else is refused (it could be served as active content).
@@ -25,6 +27,7 @@ IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp",
 # Pillow's decoders raise many kinds of errors on hostile bytes (struct.error, IndexError, EOFError, ...): the bytes
 # come from websites and agents, so any error while reading them means "not a readable image", never a crash.
 _PILLOW_ERRORS = (Exception,)
+_OBJECT_ADDRESS = re.compile(r" <[\w.]+ object at 0x[0-9a-f]+>")
 
 
 class BlobError(ValueError):
@@ -75,8 +78,9 @@ def blob_check_image(*, data: bytes, sha256: str | None = None) -> CheckedImage:
             with Image.open(io.BytesIO(data)) as probe:
                 image_format, (width, height) = probe.format, probe.size
                 probe.verify()  # catches truncated and corrupt files that open() alone accepts
-    except _PILLOW_ERRORS as exc:
-        raise BlobError(f"not a readable image ({type(exc).__name__}: {exc})") from exc
+    except _PILLOW_ERRORS as exc:  # without the buffer's address Pillow names: the same bytes, the same reason
+        reason = _OBJECT_ADDRESS.sub("", str(exc))
+        raise BlobError(f"not a readable image ({type(exc).__name__}: {reason})") from exc
     if image_format not in IMAGE_FORMATS:
         raise BlobError(f"{image_format} images are not accepted (only {', '.join(IMAGE_FORMATS)})")
     return CheckedImage(sha256=sha256 or hashlib.sha256(data).hexdigest(), size=len(data),
@@ -109,16 +113,28 @@ def _rows_for(images: Iterable[CheckedImage]) -> list[Blob]:
             for i in images]
 
 
+def _rows_create(images: list[CheckedImage]) -> dict[str, int]:
+    """New blob rows in one statement (COPY on PostgreSQL, the ORM elsewhere: the same rows); sha -> Blob id."""
+    if not by_copy():
+        created = Blob.objects.bulk_create(_rows_for(images))
+        return {b.sha256: b.pk for b in created} if all(b.pk for b in created) else {}
+    ids = ids_reserve(Blob, len(images))
+    CopyTable(Blob, with_pk=True).write(
+        {"id": blob_id, "sha256": i.sha256, "size": i.size, "content_type": i.content_type, "width": i.width,
+         "height": i.height} for blob_id, i in zip(ids, images, strict=True))
+    return {i.sha256: blob_id for blob_id, i in zip(ids, images, strict=True)}
+
+
 def blob_rows_ensure(*, images: Iterable[CheckedImage]) -> dict[str, int]:
     """Blob rows for checked images whose files are written, created where missing; sha -> Blob id."""
     wanted = {image.sha256: image for image in images}
     if not wanted:
         return {}
     try:
-        with transaction.atomic():  # a savepoint: new content (the common case) is one INSERT with ids returned
-            created = Blob.objects.bulk_create(_rows_for(wanted.values()))
-        if all(b.pk for b in created):
-            return {b.sha256: b.pk for b in created}
+        with transaction.atomic():  # a savepoint: new content (the common case) is one statement
+            created = _rows_create(list(wanted.values()))
+        if created:
+            return created
     except IntegrityError:
         pass  # some are stored already (by an earlier import, or by another import just now)
     Blob.objects.bulk_create(_rows_for(wanted.values()), ignore_conflicts=True)

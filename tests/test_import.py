@@ -22,6 +22,7 @@ from taskgen.models import (
     Task,
     VerifierResult,
 )
+from taskgen.stages.import_ import episode as episode_module
 from taskgen.stages.import_ import service as importer
 from taskgen.stages.import_.service import ImportFailed, import_run_dir
 from tests.rundirs import build_run, grade_inputs, png, task_line, write_episode, write_tasks
@@ -230,14 +231,14 @@ def test_demo_data_imports_online_mind2web_once(capsys):
 
 def test_a_database_refusal_rolls_back_only_that_episode(tmp_path, monkeypatch):
     run_dir = build_run(tmp_path, ["shop-a", "shop-b"])
-    real_create = Screenshot.objects.bulk_create
+    real_write = episode_module.screenshots_write
 
-    def refuse_shop_b(objs, *args, **kwargs):  # a statement holding any of shop-b's rows (they go in batches)
-        if Episode.objects.filter(pk__in={o.episode_id for o in objs}, task__task_id="shop-b").exists():
+    def refuse_shop_b(rows):  # a statement holding any of shop-b's rows (they go in batches)
+        if Episode.objects.filter(pk__in={row["episode_id"] for row in rows}, task__task_id="shop-b").exists():
             raise DataError("value too long")
-        return real_create(objs, *args, **kwargs)
+        return real_write(rows)
 
-    monkeypatch.setattr(Screenshot.objects, "bulk_create", refuse_shop_b)
+    monkeypatch.setattr(episode_module, "screenshots_write", refuse_shop_b)
     summary = import_run_dir(run_dir=run_dir)
     assert summary.episodes_added == 1
     assert list(Episode.objects.values_list("task__task_id", flat=True)) == ["shop-a"]  # no half of shop-b

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from taskgen.blobs import BlobError, CheckedImage, blob_check_image, blob_rows_ensure, blob_write
+from taskgen.db_copy import CopyTable, by_copy, ids_reserve
 from taskgen.endings import ending_values
 from taskgen.models import Episode, Run, Screenshot, Task
 from taskgen.stages.import_.files import (
@@ -278,18 +279,36 @@ def episodes_save(*, run: Run, items: list[tuple[Task, TaskLine, PreparedEpisode
         wanted = {image.sha256: image for *_, prepared, _ in items for *_, image in prepared.images
                   if image.sha256 not in blob_ids}
         new_ids = blob_rows_ensure(images=wanted.values())
-        created = iter(Episode.objects.bulk_create([
-            Episode(run=run, task=task, **_values(task, line, prepared))
-            for task, line, prepared, existing_id in items if existing_id is None]))
+        created = iter(_episodes_create(run=run, items=[(t, line, p) for t, line, p, i in items if i is None]))
         screenshots = []
         for task, line, prepared, existing_id in items:
-            episode_id = next(created).pk if existing_id is None else _episode_write(
+            episode_id = next(created) if existing_id is None else _episode_write(
                 run=run, task=task, values=_values(task, line, prepared), existing_id=existing_id)
-            screenshots += [Screenshot(episode_id=episode_id, kind=kind, step=step, name=name,
-                                       blob_id=new_ids.get(image.sha256) or blob_ids[image.sha256])
+            screenshots += [{"episode_id": episode_id, "kind": kind, "step": step, "name": name,
+                             "blob_id": new_ids.get(image.sha256) or blob_ids[image.sha256]}
                             for kind, step, name, image in prepared.images]
-        Screenshot.objects.bulk_create(screenshots)
+        screenshots_write(screenshots)
     blob_ids.update(new_ids)  # only after the commit: a rolled-back blob row must not be remembered
+
+
+def _episodes_create(*, run: Run, items: list[tuple[Task, TaskLine, PreparedEpisode]]) -> list[int]:
+    """New episodes' rows (COPY on PostgreSQL, the ORM elsewhere: the same rows); their ids in order."""
+    if not by_copy():
+        return [e.pk for e in Episode.objects.bulk_create(
+            [Episode(run=run, task=task, **_values(task, line, prepared)) for task, line, prepared in items])]
+    ids = ids_reserve(Episode, len(items))
+    CopyTable(Episode, with_pk=True).write(
+        dict(_values(task, line, prepared), id=episode_id, run_id=run.pk, task_id=task.pk)
+        for episode_id, (task, line, prepared) in zip(ids, items, strict=True))
+    return ids
+
+
+def screenshots_write(rows: list[dict]) -> None:
+    """Screenshot rows (dicts by attname) in one statement: COPY on PostgreSQL, the ORM elsewhere."""
+    if by_copy():
+        CopyTable(Screenshot, with_pk=False).write(rows)
+    else:
+        Screenshot.objects.bulk_create([Screenshot(**row) for row in rows])
 
 
 def _values(task: Task, line: TaskLine, prepared: PreparedEpisode) -> dict:
