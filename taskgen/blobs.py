@@ -21,6 +21,7 @@ from PIL import Image
 
 from taskgen.db_copy import CopyTable, by_copy, ids_reserve
 from taskgen.models import Blob
+from taskgen.png_check import png_measure
 
 # Formats a browser shows as an image and Pillow reads; anything else is refused (it could be served as active content).
 IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif"}
@@ -72,19 +73,25 @@ def blob_check_image(*, data: bytes, sha256: str | None = None) -> CheckedImage:
     """
     if len(data) > settings.BLOB_MAX_BYTES:
         raise BlobError(f"{len(data):,} bytes is over the {settings.BLOB_MAX_BYTES:,}-byte limit")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(io.BytesIO(data)) as probe:
-                image_format, (width, height) = probe.format, probe.size
-                probe.verify()  # catches truncated and corrupt files that open() alone accepts
-    except _PILLOW_ERRORS as exc:  # without the buffer's address Pillow names: the same bytes, the same reason
-        reason = _OBJECT_ADDRESS.sub("", str(exc))
-        raise BlobError(f"not a readable image ({type(exc).__name__}: {reason})") from exc
+    measured = png_measure(data)  # most screenshots: a plain PNG, accepted without Pillow's objects
+    image_format, (width, height) = ("PNG", measured) if measured is not None else _pillow_measure(data)
     if image_format not in IMAGE_FORMATS:
         raise BlobError(f"{image_format} images are not accepted (only {', '.join(IMAGE_FORMATS)})")
     return CheckedImage(sha256=sha256 or hashlib.sha256(data).hexdigest(), size=len(data),
                         content_type=IMAGE_FORMATS[image_format], width=width, height=height)
+
+
+def _pillow_measure(data: bytes) -> tuple[str, tuple[int, int]]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data)) as probe:
+                image_format, size = probe.format, probe.size
+                probe.verify()  # catches truncated and corrupt files that open() alone accepts
+    except _PILLOW_ERRORS as exc:  # without the buffer's address Pillow names: the same bytes, the same reason
+        reason = _OBJECT_ADDRESS.sub("", str(exc))
+        raise BlobError(f"not a readable image ({type(exc).__name__}: {reason})") from exc
+    return image_format, size
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

@@ -22,8 +22,8 @@ from taskgen.stages.import_.files import (
     decode_text,
     inside,
     parse_json,
+    parsed_without_nul,
     read_bytes,
-    without_nul,
 )
 from taskgen.stages.import_.tasks_file import TaskLine
 from taskgen.stages.judge.images import image_copies_make
@@ -155,10 +155,11 @@ def episode_folder_check(ep: EpisodeFolder) -> CheckedEpisode:
         reason = next((s.reason for s in ep.skips if s.path.endswith("/grade_inputs.json")), "missing")
         raise FileSkipped(f"grade_inputs.json: {reason}")
     try:
-        grade_inputs = parse_json(decode_text(by_kind["grade_inputs"].data))
+        text = decode_text(by_kind["grade_inputs"].data)
+        grade_inputs = parse_json(text)
         if not isinstance(grade_inputs, dict):
             raise FileSkipped(f"holds JSON {type(grade_inputs).__name__}, not an object")
-        values = _evidence(without_nul(grade_inputs))
+        values = _evidence(parsed_without_nul(text, grade_inputs))
     except FileSkipped as exc:
         raise FileSkipped(f"grade_inputs.json: {exc}") from exc
     values.update(_rows(ep, by_kind))

@@ -120,6 +120,12 @@ def check_jsonl(text: str) -> int:
     return len(lines)
 
 
+def parsed_without_nul(text: str, value):
+    """`value`, parsed from the JSON `text`, with NUL characters replaced (without_nul); walked only when the text
+    holds a \\u0000 escape, the one way JSON can carry a NUL (json.loads refuses raw control characters)."""
+    return without_nul(value) if "\\u0000" in text else value
+
+
 def without_nul(value):
     """The value with NUL characters replaced: PostgreSQL cannot store them in text or JSON, and they carry nothing."""
     if isinstance(value, str):
