@@ -58,12 +58,15 @@ def progress_line(pipeline_run: PipelineRun, counts) -> str:
             f"{counts[Status.FAILED]} failed, {counts[Status.RUNNING]} running, {counts[Status.QUEUED]} queued")
 
 
-def _work_here(pipeline_run_id: int, name: str, stop: threading.Event) -> None:
+def _work_here(pipeline_run_id: int, name: str, stop: threading.Event, ended: threading.Event) -> None:
+    """A thread working the run's units until the run is no longer running; it wakes the wait (`ended`) then, so
+    the command ends with its last unit rather than at the wait's next look."""
     try:
         while not stop.is_set():
             again = work(pipeline_run_id=pipeline_run_id, owner=f"command-line:{name}")
             if again is None and not PipelineRun.objects.filter(
                     pk=pipeline_run_id, status=PipelineRun.Status.RUNNING).exists():
+                ended.set()
                 return
             stop.wait(min(1.0, again if again is not None else 1.0))
     finally:
@@ -74,13 +77,13 @@ def run_wait(*, pipeline_run: PipelineRun, stream, stall_seconds: float = 600, w
              poll_seconds: float = 1.0) -> Waited:
     """Wait until the run ends or stalls, printing its progress when it changes. One worker here works in this
     thread between looks at the progress (it sees this connection's transaction); more work in threads."""
-    stop = threading.Event()
-    threads = [threading.Thread(target=_work_here, args=(pipeline_run.pk, str(n), stop), daemon=True)
+    stop, ended = threading.Event(), threading.Event()
+    threads = [threading.Thread(target=_work_here, args=(pipeline_run.pk, str(n), stop, ended), daemon=True)
                for n in range(work_here if work_here > 1 else 0)]
     for thread in threads:
         thread.start()
     try:
-        waited = _watch(pipeline_run, stream, stall_seconds, poll_seconds, inline=work_here == 1)
+        waited = _watch(pipeline_run, stream, stall_seconds, poll_seconds, inline=work_here == 1, ended=ended)
         waited.work_here = work_here
         return waited
     finally:
@@ -90,7 +93,7 @@ def run_wait(*, pipeline_run: PipelineRun, stream, stall_seconds: float = 600, w
 
 
 def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds: float, *,
-           inline: bool) -> Waited:
+           inline: bool, ended: threading.Event) -> Waited:
     shown, last_settled, settled_at, reconciled_at = "", -1, time.monotonic(), 0.0
     while True:
         again = work(pipeline_run_id=pipeline_run.pk, owner="command-line", slice_seconds=poll_seconds) \
@@ -111,8 +114,8 @@ def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds
             last_settled, settled_at = settled, time.monotonic()
         elif time.monotonic() - settled_at > stall_seconds:
             return Waited(pipeline_run, stalled=True)
-        if not inline or again:
-            time.sleep(min(poll_seconds, again or poll_seconds))
+        if (not inline or again) and ended.wait(min(poll_seconds, again or poll_seconds)):
+            ended.clear()  # a thread saw the run end: one more look, now
 
 
 def units_not_done_lines(pipeline_run: PipelineRun, limit: int = 200) -> list[str]:

@@ -1,0 +1,49 @@
+"""The command line's wait on a run worked here by threads (`taskgen judge RUN --workers N`): it ends when the
+threads end the run, not at its next look at the run's progress."""
+from __future__ import annotations
+
+import io
+import threading
+
+import pytest
+from django.db import connection
+
+from taskgen.engine import wait as engine_wait
+from taskgen.engine.contract import StageParams, StageWork
+from taskgen.engine.control import run_start
+from taskgen.engine.stage_table import ENGINE_STAGES
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the threads read and write on connections of their own
+
+
+def test_a_wait_with_threads_ends_when_they_end_the_run_not_at_its_next_look(monkeypatch):
+    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda args, **kw: None)
+    looked, real_counts = threading.Event(), engine_wait.unit_counts
+
+    def counts(**kwargs):
+        found = real_counts(**kwargs)
+        looked.set()
+        return found
+
+    def do(pipeline_run, params, key: str) -> str:
+        looked.wait(60)  # the units end after the wait's first look at the run, so only a second look sees it end
+        return key
+
+    monkeypatch.setattr(engine_wait, "unit_counts", counts)
+    monkeypatch.setitem(ENGINE_STAGES, "wait-test", StageWork(
+        name="wait-test", check=StageParams.from_json, read=StageParams.from_json, units=lambda params: list("abc"),
+        do=do, finish=lambda *args: {}))
+    pipeline_run = run_start(stage="wait-test", params={})
+    waited = []
+
+    def wait() -> None:
+        try:
+            waited.append(engine_wait.run_wait(pipeline_run=pipeline_run, stream=io.StringIO(), work_here=2,
+                                               poll_seconds=3600))
+        finally:
+            connection.close()
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    waiter.join(timeout=120)  # an hour between looks: a wait that looked again only then would still be waiting
+    assert waited and waited[0].pipeline_run.status == "done"
