@@ -79,8 +79,9 @@ def test_a_whole_runs_risk_sets_are_the_ones_each_episode_holds(with_config):
     time (correlated), for one config's verdicts and for any config's."""
     import random
 
+    from taskgen.id_arrays import id_array
     from taskgen.models import Episode
-    from taskgen.triage.risk import RISK_NAMES, risk_sets
+    from taskgen.triage.risk import RISK_NAMES, risk_id_arrays, risk_sets
 
     rng, run = random.Random(26), RunFactory()
     configs = [JudgeConfigFactory(), JudgeConfigFactory(provider="gemini", model="g"), JudgeConfigFactory(model="h")]
@@ -97,3 +98,7 @@ def test_a_whole_runs_risk_sets_are_the_ones_each_episode_holds(with_config):
     whole = risk_sets(Episode.objects.filter(run=run), config_id)
     one_by_one = risk_sets(Episode.objects.filter(run=run), config_id, correlated=True)
     assert whole == one_by_one and all(whole[name] for name in RISK_NAMES)
+    arrays = risk_id_arrays(Episode.objects.filter(run=run), config_id)  # validate's design reads them as arrays
+    assert {name: set(arrays[name].tolist()) for name in RISK_NAMES} == whole
+    assert all(len(arrays[name]) == len(whole[name]) for name in RISK_NAMES)
+    assert id_array(Episode.objects.filter(run=run).none()).tolist() == []

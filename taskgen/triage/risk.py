@@ -27,6 +27,7 @@ from django.db.models import (
 )
 from django.db.models.lookups import GreaterThan
 
+from taskgen.id_arrays import id_array
 from taskgen.models import Episode, Judgment, VerifierResult
 from taskgen.triage.filters import Facts, JoinedFacts, judge_disagrees_with_verifier
 
@@ -158,6 +159,13 @@ def risk_sets(episodes: QuerySet[Episode], config_id: int | None, *, correlated:
     if not correlated:
         conditions |= _disagreements_as_joins(config_id)
     return {name: set(episodes.filter(conditions[name]).order_by().values_list("pk", flat=True)) for name in RISK_NAMES}
+
+
+def risk_id_arrays(episodes: QuerySet[Episode], config_id: int | None) -> dict:
+    """The same sets as `risk_sets` over a whole run's episodes, each an int64 numpy array (id_array: one row a
+    risk, not one Python row an episode)."""
+    conditions = risk_conditions(config_id) | _disagreements_as_joins(config_id)
+    return {name: id_array(episodes.filter(conditions[name])) for name in RISK_NAMES}
 
 
 def _disagreements_as_joins(config_id: int | None) -> dict[str, Q]:

@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db import IntegrityError, transaction
 
+from taskgen.id_arrays import id_array
 from taskgen.models import CertifyDesign, Episode, FinalLabel, JudgeConfig, Judgment, LabelVerdict, Run
 from taskgen.stages.certify.bound import StratumCount, design_walk
 from taskgen.stages.export.order import SelectContext, among, read_risk_sets
 from taskgen.stages.export.select import Selection, export_select
-from taskgen.triage.risk import STRATA, risk_sets, risk_stratum
+from taskgen.triage.risk import STRATA, risk_id_arrays, risk_sets, risk_stratum
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 MANY = 10_000  # episodes of one run whose final labels are read as the run's, not listed one by one
@@ -56,10 +57,10 @@ def order_keys(seed: int, ids: list[int]) -> np.ndarray:
 
 
 def in_design_order(seed: int, ids: list[int]) -> list[int]:
-    if not ids:
+    if not len(ids):
         return []
     keys = order_keys(seed, ids)
-    return [ids[i] for i in np.argsort(keys, kind="stable")]
+    return [int(ids[i]) for i in np.argsort(keys, kind="stable")]
 
 
 def _truth(verdict: str, adjudicated: bool) -> bool | None:
@@ -94,7 +95,7 @@ class Stratum:
     """One stratum of the frame: its episodes in the design's order, and the count its labelled prefix gives."""
 
     name: str
-    order: list[int]
+    order: np.ndarray  # episode ids (int64)
     count: StratumCount
     beyond: int = 0  # labelled episodes after the prefix: not drawn by the design, not used (yet)
 
@@ -113,10 +114,13 @@ class Design:
     frame: set[int]
     strata: list[Stratum]
     truths: dict[int, tuple[bool | None, str]]
-    stratum_of: dict[int, str] = field(default_factory=dict)
+    sets: dict = field(default_factory=dict)  # each risk's episodes: sets, or id arrays over a whole run
 
     def counts(self) -> list[StratumCount]:
         return [s.count for s in self.strata]
+
+    def stratum_of(self, episode_id: int) -> str:
+        return risk_stratum(episode_id, self.sets)
 
 
 def design_build(*, selection: Selection, seed: int, context: SelectContext | None = None,
@@ -138,25 +142,58 @@ def judged_design(*, run: Run, judge_config: JudgeConfig, seed: int) -> Design:
     """The design over every episode of the run the config judged a success (what validate measures: no export
     rule leaves any out), in the same strata and the same order as the Certify queue's."""
     successes = Judgment.objects.filter(episode__run=run, config=judge_config, verdict=Judgment.Verdict.SUCCESS)
-    judged = list(successes.order_by("episode_id").values_list("episode_id", flat=True))
+    judged = np.sort(id_array(successes, "episode_id")).tolist()
     selection = Selection(run=run, source="judge", judge_config=judge_config, budget=0)
     # the risks read over the run's judged successes as a subquery, not as a list of their ids (half a million)
-    sets = risk_sets(Episode.objects.filter(pk__in=successes.values("episode_id")), judge_config.pk) if judged else {}
+    sets = risk_id_arrays(Episode.objects.filter(pk__in=successes.values("episode_id")), judge_config.pk) \
+        if judged else {}
     return _design(selection=selection, seed=seed, population=judged, frame=judged, sets=sets)
 
 
 def _design(*, selection: Selection, seed: int, population: list[int], frame: list[int],
             sets: dict | None = None, min_reviewer_accuracy: float | None = None) -> Design:
-    everyone = set(population) | set(frame)
+    everyone = set(frame) if population is frame else set(population) | set(frame)
     config_id = selection.judge_config.pk if selection.judge_config else None
     if sets is None:
         sets = risk_sets(Episode.objects.filter(pk__in=everyone), config_id) if everyone else {}
-    stratum_of = {pk: risk_stratum(pk, sets) for pk in everyone}
     truths = label_truths(everyone, min_reviewer_accuracy=min_reviewer_accuracy, run=selection.run)
-    orders = [in_design_order(seed, [pk for pk in frame if stratum_of[pk] == name]) for name in STRATA]
-    seen = [[truths.get(pk, (None, ""))[0] for pk in order] for order in orders]
+    orders = strata_orders(seed, frame, sets)
+    seen = [_TruthsInOrder(order, truths) for order in orders]
     counts, _ = design_walk(seen)
-    strata = [Stratum(name, order, count, sum(truth is not None for truth in truths_h[count.labelled:]))
-              for name, order, count, truths_h in zip(STRATA, orders, counts, seen, strict=True)]
-    return Design(selection=selection, seed=seed, population=population, frame=set(frame), strata=strata,
-                  truths=truths, stratum_of=stratum_of)
+    labelled = np.fromiter((pk for pk, (truth, _) in truths.items() if truth is not None), dtype=np.int64)
+    strata = [Stratum(name, order, count, int(np.isin(order[count.labelled:], labelled).sum()))
+              for name, order, count in zip(STRATA, orders, counts, strict=True)]
+    return Design(selection=selection, seed=seed, population=population, frame=everyone if population is frame
+                  else set(frame), strata=strata, truths=truths, sets=sets)
+
+
+def strata_orders(seed: int, frame: list[int], sets: dict[str, set[int]]) -> list[np.ndarray]:
+    """Each stratum's episodes of the frame (the first risk each holds, else "rest"), in the design's order."""
+    ids = np.asarray(frame, dtype=np.int64)
+    unplaced = np.ones(len(ids), dtype=bool)
+    orders = []
+    for name in STRATA:
+        if name == "rest":
+            members = unplaced.copy()
+        else:
+            held = sets.get(name, ())
+            held = held if isinstance(held, np.ndarray) else np.fromiter(held, dtype=np.int64, count=len(held))
+            members = unplaced & np.isin(ids, held)
+        unplaced &= ~members
+        chosen = ids[members]
+        orders.append(chosen[np.argsort(order_keys(seed, chosen), kind="stable")] if len(chosen) else chosen)
+    return orders
+
+
+class _TruthsInOrder:
+    """A stratum's truths in the design's order, read as the walk asks for them (it stops at the first episode
+    without a label: a few of half a million)."""
+
+    def __init__(self, order: np.ndarray, truths: dict[int, tuple[bool | None, str]]) -> None:
+        self.order, self.truths = order, truths
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, position: int) -> bool | None:
+        return self.truths.get(int(self.order[position]), (None, ""))[0]

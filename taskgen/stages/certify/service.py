@@ -7,8 +7,10 @@ bound that holds however long the researcher labels (bound.py), the next episode
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from taskgen.models import CertifyDesign, Episode, Export, JudgeConfig, Judgment, Run
 from taskgen.stages.certify.bound import (
@@ -84,7 +86,7 @@ def _adjustment(design: Design) -> _Adjustment:
             adjust.unknown_out += 1
         if sign > 0 and truth is True:
             adjust.known_true_in += 1
-        guess = float(truth) if truth is not None else _rate(design, design.stratum_of[pk])
+        guess = float(truth) if truth is not None else _rate(design, design.stratum_of(pk))
         adjust.estimate_shift = None if guess is None or adjust.estimate_shift is None else \
             adjust.estimate_shift + sign * guess
         if truth is not None:
@@ -100,28 +102,39 @@ def _lower_share(counts: list[StratumCount], adjust: _Adjustment, population: in
 
 
 def _labels_still_needed(design: Design, adjust: _Adjustment, params: CertifyParams) -> int | None:
-    counts, size = design.counts(), len(design.population)
+    size = len(design.population)
+    return _labels_for_target(tuple(design.counts()), adjust.unknown_out, adjust.known_true_in, size,
+                              params.target, params.confidence) if size else None
+
+
+@lru_cache(maxsize=256)
+def _labels_for_target(counts: tuple[StratumCount, ...], unknown_out: int, known_true_in: int, size: int,
+                       target: float, confidence: float) -> int | None:
+    """The forecast of labels still needed, a pure function of the counts (kept per process: it asks the bound
+    about twenty times, and the counts change only when a label extends the design's walk)."""
+    adjust = _Adjustment(unknown_out=unknown_out, known_true_in=known_true_in)
 
     def reached(projected: list[StratumCount]) -> bool:
         rejected = sum((p.labelled - c.labelled) - (p.successes - c.successes) for p, c in zip(projected, counts,
                                                                                             strict=True))
-        share = _lower_share(projected, adjust, size - rejected, params.confidence)
-        return share is not None and share >= params.target
+        share = _lower_share(projected, adjust, size - rejected, confidence)
+        return share is not None and share >= target
 
-    return labels_needed(counts, reached=reached) if size else None
+    return labels_needed(counts, reached=reached)
 
 
 def _next_episodes(design: Design, count: int) -> tuple[list[int], list[int]]:
     """The next `count` episodes to label in the design's order, and those waiting for an adjudicator first."""
     waiting, queues = [], []
     for stratum in design.strata:
-        rest = stratum.order[stratum.count.labelled:]
+        rest = stratum.order[stratum.count.labelled:].tolist()
         waiting += [pk for pk in rest[:1] if pk in design.truths and design.truths[pk][0] is None]
-        queues.append([pk for pk in rest if pk not in design.truths])
+        unlabelled = (pk for pk in rest if pk not in design.truths)
+        queues.append(unlabelled)  # read lazily: a few of a stratum's episodes are taken
     picked: list[int] = []
     for h in allocate_next(design.counts(), count=count * 2):
-        if queues[h] and len(picked) < count:
-            picked.append(queues[h].pop(0))
+        if len(picked) < count:
+            picked += itertools.islice(queues[h], 1)
     return picked, waiting
 
 
@@ -130,7 +143,7 @@ def _labels_used(design: Design, adjust: _Adjustment) -> list[dict]:
     a label that moved an episode in or out of the population counts exactly (probability 1)."""
     used = []
     for stratum in design.strata:
-        for position, pk in enumerate(stratum.order[:stratum.count.labelled]):
+        for position, pk in enumerate(stratum.order[:stratum.count.labelled].tolist()):
             used.append({"episode_id": pk, "stratum": stratum.name, "position": position,
                          "verdict": design.truths[pk][1], "probability": round(stratum.inclusion_probability, 6)})
     return used + [{**label, "probability": 1.0} for label in adjust.labels]
@@ -279,9 +292,7 @@ def design_precision(*, runs: list[Run], config: JudgeConfig, target_half_width:
         upper += successes_upper(counts, confidence=level, bet_from=0.0) * size / frame
         found = successes_estimate(counts)
         estimate = None if found is None or estimate is None else estimate + found * size / frame
-        more += labels_needed(counts, reached=lambda c, f=frame: (successes_upper(c, confidence=level, bet_from=0.0)
-                                                                   - successes_lower(c, confidence=level, bet_from=0.0))
-                              / (2 * f) <= target_half_width) or 0
+        more += _labels_for_half_width(tuple(counts), frame, level, target_half_width) or 0
     ci = (round(lower / total, 4), round(min(upper, total) / total, 4)) if total and labelled else None
     return {"design": True, "method": METHOD, "judged_success": {"population": total, "labelled": labelled,
                                                                  "true_successes": successes},
@@ -290,3 +301,16 @@ def design_precision(*, runs: list[Run], config: JudgeConfig, target_half_width:
             "precision_ci": ci, "precision_half_width": None if ci is None else round((ci[1] - ci[0]) / 2, 4),
             "target_half_width": target_half_width, "more_labels_needed": more, "judged_failures": None,
             "judged_failures_words": JUDGED_FAILURES_WORDS}
+
+
+@lru_cache(maxsize=256)
+def _labels_for_half_width(counts: tuple[StratumCount, ...], frame: int, level: float, half_width: float
+                           ) -> int | None:
+    """The forecast of labels until the precision's interval is this narrow: a pure function of the counts, kept
+    per process like `_labels_for_target`."""
+    def reached(projected: list[StratumCount]) -> bool:
+        spread = successes_upper(projected, confidence=level, bet_from=0.0) - successes_lower(
+            projected, confidence=level, bet_from=0.0)
+        return spread / (2 * frame) <= half_width
+
+    return labels_needed(list(counts), reached=reached)
