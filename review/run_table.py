@@ -18,6 +18,7 @@ from review.run_table_groups import (
     GROUPED_SORTS,
     cells_answer,
     cells_filtered,
+    cells_of_label_state,
     line_order,
     page_by_groups,
     run_cells,
@@ -141,7 +142,8 @@ class TableRows:
     def __init__(self, *, run: Run, f: EpisodeFilter, sort: Sort) -> None:
         self.run, self.f, self.sort = run, f, _usable(sort, f)
         self.every = run_cells(run=run, config_id=f.config_id)
-        self.cells = cells_filtered(self.every, f) if self.every is not None and cells_answer(f) else None
+        self.cells = (cells_filtered(cells_of_label_state(self.every, run=run, f=f), f)
+                      if self.every is not None and cells_answer(f) else None)
 
     @cached_property
     def total(self) -> int:

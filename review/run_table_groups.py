@@ -7,17 +7,20 @@ each read in line order (reversed with a descending sort) through the (run, task
 is the groups' rows from O on, and the summary says which group O falls in, so only that group (and the next, when
 the page runs over) is read, never a sort of every episode of the run. Flags have no cells: their groups are read
 in turn until the page is full (page 1 at once; a later page counts the groups it passes). A filter the summary
-cannot answer (search, unsupported citations, labelled or not, waiting for an adjudicator, tags) falls back to one
-sort of the filtered rows.
+cannot answer (search, unsupported citations, labelled, waiting for an adjudicator, tags) falls back to one sort of
+the filtered rows. The summary does not know which episodes have labels, so the unlabelled episodes' cells are the
+cells less the labelled episodes' cells, counted live from the labels (`labelled_cells`: labels are few beside a
+run's episodes, 2% of the bench's million; the cost grows with them).
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from django.db.models import F, Q, QuerySet, Sum
+from django.db.models import CharField, Count, Exists, F, FilteredRelation, OuterRef, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce
 
-from taskgen.models import Judgment, LabelVerdict, Run, Site, ValidateCell
+from taskgen.models import Episode, FinalLabel, Judgment, Label, LabelVerdict, Run, Site, ValidateCell
 from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
 from taskgen.triage.agreement import UNKNOWN, agreement_of
 from taskgen.triage.filters import EpisodeFilter
@@ -27,7 +30,7 @@ GROUPED_SORTS = {"verdict", "verifier", "final", "agreement", "site", "flags"}
 _VERIFIER = {"pass": True, "fail": False, "none": None}
 _FINAL = {"final-success": LabelVerdict.SUCCESS, "final-not-success": LabelVerdict.NOT_SUCCESS,
           "final-unsure": LabelVerdict.UNSURE}
-_CELL_LABEL_STATES = ("", *_FINAL)
+_CELL_LABEL_STATES = ("", "unlabelled", *_FINAL)
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,33 @@ def _cell(key: tuple, verdict: str | None, n: int) -> Cell:
     return Cell(site_id, kind, verdict, None if verifier < 0 else bool(verifier), final, n)
 
 
+def labelled_cells(*, run: Run, config_id: int | None) -> list[Cell]:
+    """The run's labelled episodes (any label, with a final label or not), counted live in the cells' shape."""
+    episodes = Episode.objects.filter(run_id=run.pk, pk__in=Label.objects.values("episode_id"))
+    verdict = Value(None, output_field=CharField())
+    if config_id is not None:
+        episodes = episodes.annotate(cj=FilteredRelation("judgments", condition=Q(judgments__config_id=config_id)))
+        verdict = F("cj__verdict")
+    rows = (episodes.annotate(verdict=verdict, verifier=F("verifier_result__ok"),
+                              final=Coalesce(F("final_label__verdict"), Value("")))
+            .values("site_id", "task_kind", "verdict", "verifier", "final").annotate(n=Count("pk")).order_by())
+    return [Cell(r["site_id"], r["task_kind"], r["verdict"], r["verifier"], r["final"], r["n"]) for r in rows]
+
+
+def _key(cell: Cell) -> tuple:
+    return cell.site_id, cell.task_kind, cell.verdict, cell.verifier, cell.final
+
+
+def cells_of_label_state(cells: list[Cell], *, run: Run, f: EpisodeFilter) -> list[Cell]:
+    """The cells of the episodes the filter's label state can keep: the unlabelled ones are every episode less the
+    labelled ones; other states are read on the cells themselves (`cell_passes`)."""
+    if f.label_state != "unlabelled":
+        return cells
+    labelled = {_key(cell): cell.n for cell in labelled_cells(run=run, config_id=f.config_id)}
+    left = [replace(cell, n=cell.n - labelled.get(_key(cell), 0)) for cell in cells]
+    return [cell for cell in left if cell.n > 0]
+
+
 def cell_passes(cell: Cell, f: EpisodeFilter, site_ids: set[int]) -> bool:
     """The filter (taskgen/triage/filters.py: `condition`) read on a cell; tests/test_run_table_groups.py holds the
     two readers to the same counts."""
@@ -80,7 +110,7 @@ def cell_passes(cell: Cell, f: EpisodeFilter, site_ids: set[int]) -> bool:
     return ((not f.sites or cell.site_id in site_ids) and (not f.task_kind or cell.task_kind == f.task_kind)
             and (not f.verdicts or verdict in f.verdicts)
             and (not f.verifier or cell.verifier is _VERIFIER[f.verifier])
-            and (not f.label_state or cell.final == _FINAL[f.label_state])
+            and (f.label_state not in _FINAL or cell.final == _FINAL[f.label_state])
             and (not f.disagree or (verdict, cell.verifier) in ((Judgment.Verdict.SUCCESS, False),
                                                                   (Judgment.Verdict.NOT_SUCCESS, True))))
 
@@ -127,7 +157,7 @@ def sort_groups(*, key: str, descending: bool, cells: list[Cell]) -> list[Group]
                       lambda v: Q(verifier_result__isnull=True) if v is None else Q(verifier_result__ok=v))
     if key == "final":
         return _sized([*ordered(sorted(LabelVerdict.values)), ""], lambda c: c.final, cells,
-                      lambda v: Q(final_label__isnull=True) if v == "" else Q(final_label__verdict=v),
+                      lambda v: _no_final_label() if v == "" else Q(final_label__verdict=v),
                       own_table=lambda v: v != "")
     if key == "agreement":
         return _sized(ordered(list(range(UNKNOWN + 1))), lambda c: agreement_of(c.verdict, c.verifier, c.final),
@@ -139,6 +169,12 @@ def sort_groups(*, key: str, descending: bool, cells: list[Cell]) -> list[Group]
     if key == "flags":
         return [Group(Q(flags=tier), None) for tier in ordered(list(range(TIERS + 1)))]
     raise ValueError(f"no groups for sort {key!r}")
+
+
+def _no_final_label() -> Q:
+    """NOT EXISTS, not a LEFT JOIN's IS NULL: PostgreSQL then knows how many rows hold it (an anti-join) and walks
+    the line order for a page instead of sorting every row it thinks too few to walk for."""
+    return ~Q(Exists(FinalLabel.objects.filter(episode_id=OuterRef("pk"))))
 
 
 def page_by_groups(rows: QuerySet, groups: list[Group], offset: int, limit: int,

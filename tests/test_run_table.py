@@ -72,6 +72,25 @@ def test_label_state_and_the_final_label_column(viewer_client, run):
     assert _rows(html) == ["sb-shop-001"] and "false positive (final label)" in html
 
 
+@pytest.mark.parametrize("query, expected", [
+    ({"label_state": "unlabelled", "task_kind": "action", "sort": "-final"}, ["sb-mail-003"]),
+    ({"label_state": "unlabelled", "sort": "-final"}, ["sb-shop-030", "sb-mail-009", "sb-mail-003"]),
+    ({"label_state": "unlabelled", "sort": "final"}, ["sb-mail-003", "sb-mail-009", "sb-shop-030"]),
+    ({"label_state": "unlabelled", "sort": "-verdict"}, ["sb-mail-003", "sb-mail-009", "sb-shop-030"]),
+    ({"label_state": "labelled", "sort": "-final"}, ["sb-shop-001", "sb-shop-017"]),
+    ({"label_state": "labelled", "task_kind": "action", "sort": "final"}, ["sb-shop-017"]),
+])
+def test_labelled_or_not_filters_and_sorts_by_the_final_label(viewer_client, run, query, expected):
+    """An episode whose reviewers disagree is labelled with no final label yet; the unlabelled ones have none."""
+    label_set(episode=run.episodes.get(task__task_id="sb-shop-001"), reviewer=UserFactory(role="reviewer"),
+              verdict="SUCCESS")
+    for verdict in ("SUCCESS", "NOT SUCCESS"):
+        label_set(episode=run.episodes.get(task__task_id="sb-shop-017"), reviewer=UserFactory(role="reviewer"),
+                  verdict=verdict)
+    html = viewer_client.get(run.get_absolute_url(), query).content.decode()
+    assert _rows(html) == expected and f"<strong>{len(expected)}</strong> of 5 episodes" in html
+
+
 def test_an_unknown_filter_value_is_said_and_nothing_is_hidden(viewer_client, run):
     html = viewer_client.get(run.get_absolute_url(), {"sites": "atlantis"}).content.decode()
     assert "no site atlantis" in html and len(_rows(html)) == 5

@@ -190,7 +190,7 @@ def _verdict_condition(verdicts: list[str], facts: Facts) -> Q:
 
 
 def _label_condition(state: str, facts: Facts) -> Q:
-    labelled = Q(pk__in=Label.objects.values("episode_id"))
+    labelled = Q(Exists(Label.objects.filter(episode_id=OuterRef("pk"))))  # NOT EXISTS, unlike NOT IN: an anti-join
     final_verdicts = {"final-success": LabelVerdict.SUCCESS, "final-not-success": LabelVerdict.NOT_SUCCESS,
                       "final-unsure": LabelVerdict.UNSURE}
     if state == "unlabelled":
