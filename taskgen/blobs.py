@@ -110,9 +110,9 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 def blob_write(*, sha256: str, data: bytes) -> None:
     """Put the bytes in the store under their hash unless they are there already (safe to repeat, safe to race)."""
-    path = blob_path_of(sha256)
-    if not path.exists():
-        _write_atomically(path, data)
+    path = blob_file_of(sha256)  # a string: an import asks this for every screenshot it reads
+    if not os.path.exists(path):
+        _write_atomically(Path(path), data)
 
 
 def _rows_for(images: Iterable[CheckedImage]) -> list[Blob]:

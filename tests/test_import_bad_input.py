@@ -169,6 +169,15 @@ def test_a_symlink_loop_is_skipped(run_dir):
     assert _imported() == ["shop-a", "shop-b"]
 
 
+def test_a_symlink_to_nothing_is_named_but_a_missing_optional_file_is_not(run_dir):
+    (run_dir / "shop-b/final.png").unlink()
+    os.symlink(run_dir / "shop-b/nothing.png", run_dir / "shop-b/final.png")
+    (run_dir / "shop-a/final.png").unlink()
+    summary = import_run_dir(run_dir=run_dir)
+    assert _skips(summary) == {"run/shop-b/final.png": "cannot be read (No such file or directory)"}
+    assert _imported() == ["shop-a", "shop-b"]
+
+
 @pytest.mark.parametrize("content", ["[" * 100_000 + "]" * 100_000, '{"answer": ' + "9" * 5000 + "}"])
 def test_json_too_deep_or_a_number_too_long_is_skipped(run_dir, content):
     (run_dir / "shop-b/grade_inputs.json").write_text(content)

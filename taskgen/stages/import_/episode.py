@@ -16,6 +16,7 @@ from taskgen.db_copy import CopyTable, by_copy, ids_reserve
 from taskgen.endings import ending_values
 from taskgen.models import Episode, Run, Screenshot, Task
 from taskgen.stages.import_.files import (
+    FileMissing,
     FileSkipped,
     Skip,
     check_jsonl,
@@ -59,11 +60,16 @@ class EpisodeFolder:
         self.skips.append(Skip(f"{self.shown}/{relpath}", reason))
 
 
-def _read_into(ep: EpisodeFolder, path: Path, *, root: Path, relpath: str, kind: str, step: int = 0) -> None:
+def _read_into(ep: EpisodeFolder, path: Path, *, root: Path, relpath: str, kind: str, step: int = 0,
+               optional: bool = False) -> None:
     is_json = kind in ("grade_inputs", "rows_jsonl", "episode_json")
     limit = settings.JSON_MAX_BYTES if is_json else settings.BLOB_MAX_BYTES
     try:
         data = read_bytes(path, root=root, limit=limit)
+    except FileMissing as exc:
+        if not optional:
+            ep.skip(relpath, str(exc))
+        return
     except FileSkipped as exc:
         ep.skip(relpath, str(exc))
         return
@@ -105,10 +111,8 @@ def episode_folder_read(*, folder: Path, root: Path, shown: str, line: TaskLine)
     candidates = [("grade_inputs.json", "grade_inputs"), ("final.png", "final")]
     if has_rows:
         candidates += [("rows/rows.jsonl", "rows_jsonl"), ("rows/episode.json", "episode_json")]
-    for relpath, kind in candidates:
-        path = folder / relpath
-        if path.exists() or path.is_symlink():
-            _read_into(ep, path, root=root, relpath=relpath, kind=kind)
+    for relpath, kind in candidates:  # each optional: a missing one is no skip (grade_inputs.json's is said later)
+        _read_into(ep, folder / relpath, root=root, relpath=relpath, kind=kind, optional=True)
     if _subfolder_ok(ep, "screenshots", root):
         _read_steps(ep, "screenshots", "step", root)
     if has_rows:

@@ -3,6 +3,7 @@ JSON that parses. Every refusal is a `FileSkipped` whose message says why, for t
 from __future__ import annotations
 
 import json
+import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,13 +53,22 @@ def inside(path: Path, root: Path) -> Path:
     return resolved
 
 
+class FileMissing(FileSkipped):
+    """There is no such file (a reader of optional files passes over it)."""
+
+
 def read_bytes(path: Path, *, root: Path, limit: int) -> bytes:
     """A regular file's bytes, if it is not over limit bytes and, when it is a symlink, it stays inside root.
 
     The caller has checked the folder holding it (one resolve per folder, not per file: imports read many files).
     """
     try:
-        info = path.lstat()
+        info = os.lstat(path)
+    except FileNotFoundError as exc:  # the path itself: a symlink to nothing is a file that cannot be read
+        raise FileMissing(f"cannot be read ({exc.strerror or exc})") from exc
+    except OSError as exc:
+        raise FileSkipped(f"cannot be read ({exc.strerror or exc})") from exc
+    try:
         if stat.S_ISLNK(info.st_mode):
             info = inside(path, root).stat()
     except OSError as exc:
@@ -68,9 +78,25 @@ def read_bytes(path: Path, *, root: Path, limit: int) -> bytes:
     if info.st_size > limit:
         raise FileSkipped(f"{info.st_size:,} bytes is over the {limit:,}-byte limit")
     try:
-        return path.read_bytes()
+        return _read_whole(path, info.st_size)
     except OSError as exc:
         raise FileSkipped(f"cannot be read ({exc.strerror or exc})") from exc
+
+
+def _read_whole(path: Path, size: int) -> bytes:
+    """The file's bytes to its end: one read when it is still `size` long (asked for one byte more, it answers
+    `size` only at the end), more when it changed since."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, size + 1)
+        if len(data) == size:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def decode_text(data: bytes) -> str:
