@@ -143,8 +143,28 @@ def _reverse_logcumsumexp(values: np.ndarray) -> np.ndarray:
     return np.logaddexp.accumulate(values[::-1])[::-1]
 
 
-@lru_cache(maxsize=1024)
+SMALL_STRATUM = 2_000  # curves of strata up to this size are kept by the thousand, larger ones by the four
+
+
 def _log_capital(stratum: StratumCount, bet_from: float) -> tuple[np.ndarray, np.ndarray]:
+    """Every K the stratum's labels allow, and the log of its wealth against each, kept per process: a thousand
+    small curves (a simulation's walks ask for the same ones again and again: at most 32 MB), and the last four of
+    larger strata (a forecast at a million episodes asks for ~150 curves of 300,000 points: kept by the thousand they
+    held a web worker at 600 MB)."""
+    return (_small_capital if stratum.size <= SMALL_STRATUM else _large_capital)(stratum, bet_from)
+
+
+@lru_cache(maxsize=1024)
+def _small_capital(stratum: StratumCount, bet_from: float) -> tuple[np.ndarray, np.ndarray]:
+    return _capital_of(stratum, bet_from)
+
+
+@lru_cache(maxsize=4)
+def _large_capital(stratum: StratumCount, bet_from: float) -> tuple[np.ndarray, np.ndarray]:
+    return _capital_of(stratum, bet_from)
+
+
+def _capital_of(stratum: StratumCount, bet_from: float) -> tuple[np.ndarray, np.ndarray]:
     """Every K the stratum's labels allow, and the log of its wealth against each.
 
     The bets are on labels BET_DELAY+1 .. bet_stop(N), the forecast a mixture over what the episodes after the first
