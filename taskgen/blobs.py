@@ -94,17 +94,22 @@ def _pillow_measure(data: bytes) -> tuple[str, tuple[int, int]]:
     return image_format, size
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def _write_atomically(path: Path | str, data: bytes) -> None:
     """Write beside the target, then rename: a reader never sees half a file (names are per process and thread)."""
-    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}-{threading.get_ident()}"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    folder, name = os.path.split(path)
+    tmp = f"{folder}/.tmp-{name}-{os.getpid()}-{threading.get_ident()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     try:
         fd = os.open(tmp, flags, 0o644)
     except FileNotFoundError:  # the first blob of its prefix: make the folder (cheaper than a mkdir every time)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(folder, exist_ok=True)
         fd = os.open(tmp, flags, 0o644)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
+    try:
+        view, written = memoryview(data), 0
+        while written < len(data):
+            written += os.write(fd, view[written:])
+    finally:
+        os.close(fd)
     os.replace(tmp, path)
 
 
@@ -112,7 +117,7 @@ def blob_write(*, sha256: str, data: bytes) -> None:
     """Put the bytes in the store under their hash unless they are there already (safe to repeat, safe to race)."""
     path = blob_file_of(sha256)  # a string: an import asks this for every screenshot it reads
     if not os.path.exists(path):
-        _write_atomically(Path(path), data)
+        _write_atomically(path, data)
 
 
 def _rows_for(images: Iterable[CheckedImage]) -> list[Blob]:

@@ -255,7 +255,7 @@ def episode_prepare(*, folder: Path, root: Path, shown: str, line: TaskLine, kno
             image_copies_make(sha256=image.sha256, data=item.data)
     prepared.values = dict(checked.values, source_path=str(folder), content_hash=ep.content_hash,
                            extra=dict(checked.values["extra"], **_skipped_note(ep)))
-    prepared.images = [(item.kind, item.step, Path(item.relpath).name, image) for item, image in checked.images]
+    prepared.images = [(item.kind, item.step, item.relpath.rpartition("/")[2], image) for item, image in checked.images]
     return prepared
 
 
