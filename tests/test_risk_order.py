@@ -102,3 +102,22 @@ def test_a_whole_runs_risk_sets_are_the_ones_each_episode_holds(with_config):
     assert {name: set(arrays[name].tolist()) for name in RISK_NAMES} == whole
     assert all(len(arrays[name]) == len(whole[name]) for name in RISK_NAMES)
     assert id_array(Episode.objects.filter(run=run).none()).tolist() == []
+
+
+def test_a_run_judged_by_one_config_reads_no_judges_disagreeing_and_the_rest_as_before():
+    """With no other config's judgments anywhere, "another judge config says otherwise" holds no episode, read for a
+    whole run (no join at all) or one episode at a time; once a second config judges, it is read again."""
+    from taskgen.models import Episode
+    from taskgen.triage.risk import risk_id_arrays, risk_sets
+
+    run, config = RunFactory(), JudgeConfigFactory()
+    episodes = [EpisodeFactory(run=run, request_log=LOG, data_changes=[]) for _ in range(6)]
+    for index, episode in enumerate(episodes):
+        JudgmentFactory(episode=episode, config=config, verdict="SUCCESS" if index % 2 else "NOT SUCCESS")
+    VerifierResult.objects.create(episode=episodes[1], ok=False, source="sandbox")
+    whole = risk_sets(Episode.objects.filter(run=run), config.pk)
+    assert whole == risk_sets(Episode.objects.filter(run=run), config.pk, correlated=True)
+    assert whole["judges_disagree"] == set() and whole["verifier_disagrees"] == {episodes[1].pk}
+    assert risk_id_arrays(Episode.objects.filter(run=run), config.pk)["judges_disagree"].tolist() == []
+    JudgmentFactory(episode=episodes[3], config=JudgeConfigFactory(model="second"), verdict="NOT SUCCESS")
+    assert risk_sets(Episode.objects.filter(run=run), config.pk)["judges_disagree"] == {episodes[3].pk}
