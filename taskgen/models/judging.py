@@ -75,6 +75,10 @@ class Judgment(models.Model):
             models.Index(fields=["episode"], condition=models.Q(inconsistent=True), name="judgment_inconsistent"),
             models.Index(fields=["episode"], condition=models.Q(unsupported_citations__gt=0),
                          name="judgment_unsupported"),
+            # The judged successes of any config (the false-positive audit's scope and its progress counts) merged
+            # with a run's episodes from the index alone, not a hash of every judgment (a million episodes, half
+            # judged successes: the progress counts' CPU 800 ms -> 220 ms on a busy machine).
+            models.Index(fields=["episode"], condition=models.Q(verdict="SUCCESS"), name="judgment_success"),
             # One config's verdicts joined to a run's table, from the index alone (see Episode's episode_run_rows).
             models.Index(fields=["config", "episode"], include=["verdict", "inconsistent", "unsupported_citations"],
                          name="judgment_config_rows"),
