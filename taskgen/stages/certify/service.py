@@ -278,12 +278,13 @@ def design_precision(*, runs: list[Run], config: JudgeConfig, target_half_width:
     estimate: float | None = 0.0
     for run in runs:
         seed = CertifyDesign.objects.filter(run=run, judge_config=config).values_list("seed", flat=True).first()
-        size = Judgment.objects.filter(episode__run=run, config=config, verdict=Judgment.Verdict.SUCCESS).count()
+        design = None if seed is None else judged_design(run=run, judge_config=config, seed=seed)
+        size = len(design.frame) if design else Judgment.objects.filter(
+            episode__run=run, config=config, verdict=Judgment.Verdict.SUCCESS).count()  # the design's frame: the same
         total += size
-        if seed is None or not size:
+        if design is None or not size:
             estimate, upper = None if size else estimate, upper + size
             continue
-        design = judged_design(run=run, judge_config=config, seed=seed)
         counts, frame = design.counts(), len(design.frame)
         labelled += sum(c.labelled for c in counts)
         successes += sum(c.successes for c in counts)
