@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -100,6 +101,19 @@ def test_a_symlink_leading_out_of_the_run_dir_is_skipped(run_dir, tmp_path):
     assert "symlink leads out of run/" in skips["run/shop-c"]
     assert _imported() == ["shop-a", "shop-b"]
     assert not Screenshot.objects.filter(episode__task__task_id="shop-b", kind="final").exists()
+
+
+def test_a_subfolder_symlinked_out_of_the_run_dir_is_skipped_also_below_a_followed_symlink(run_dir, tmp_path):
+    outside = write_episode(tmp_path / "elsewhere", "shop-x")
+    shutil.rmtree(run_dir / "shop-b/screenshots")
+    os.symlink(outside / "screenshots", run_dir / "shop-b/screenshots")
+    os.rename(run_dir / "shop-b", run_dir / ".kept-b")
+    os.symlink(run_dir / ".kept-b", run_dir / "shop-b")  # the episode folder: a symlink inside the run dir
+    skips = _skips(import_run_dir(run_dir=run_dir))
+    assert list(skips) == ["run/shop-b/screenshots/"]
+    assert "symlink leads out of run/" in skips["run/shop-b/screenshots/"]
+    assert _imported() == ["shop-a", "shop-b"]
+    assert Screenshot.objects.filter(episode__task__task_id="shop-b").count() == 2  # final.png and rows/step_0.png
 
 
 def test_a_symlink_inside_the_run_dir_is_followed(run_dir):

@@ -52,6 +52,7 @@ class EpisodeFolder:
 
     folder: Path
     shown: str
+    resolved: Path  # the folder, symlinks followed (inside the run dir)
     files: list[FileRead] = field(default_factory=list)
     skips: list[Skip] = field(default_factory=list)
     content_hash: str = ""
@@ -82,7 +83,7 @@ def _subfolder_ok(ep: EpisodeFolder, sub: str, root: Path) -> bool:
     if not folder.is_dir():
         return False
     try:
-        inside(folder, root)
+        inside(folder, root, parent_resolved=ep.resolved)
     except FileSkipped as exc:
         ep.skip(f"{sub}/", str(exc))
         return False
@@ -105,8 +106,8 @@ def _read_steps(ep: EpisodeFolder, sub: str, kind: str, root: Path) -> None:
 
 def episode_folder_read(*, folder: Path, root: Path, shown: str, line: TaskLine) -> EpisodeFolder:
     """Read every file the importer uses from one episode folder and hash them with the task's place in the run."""
-    inside(folder, root)  # the folder itself may be a symlink out of the run dir
-    ep = EpisodeFolder(folder=folder, shown=shown)
+    resolved = inside(folder, root)  # the folder itself may be a symlink out of the run dir
+    ep = EpisodeFolder(folder=folder, shown=shown, resolved=resolved)
     has_rows = _subfolder_ok(ep, "rows", root)
     candidates = [("grade_inputs.json", "grade_inputs"), ("final.png", "final")]
     if has_rows:

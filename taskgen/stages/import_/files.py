@@ -2,6 +2,7 @@
 JSON that parses. Every refusal is a `FileSkipped` whose message says why, for the import summary."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -42,12 +43,21 @@ def check_plain_name(value: object) -> str:
         raise FileSkipped(str(exc)) from exc
 
 
-def inside(path: Path, root: Path) -> Path:
-    """The resolved path, refused when it (through a symlink) leads out of root."""
+def inside(path: Path, root: Path, *, parent_resolved: Path | None = None) -> Path:
+    """The resolved path, refused when it (through a symlink) leads out of root. `parent_resolved`: the path's folder
+    resolved already (a caller walking down from it), so a path that is no symlink costs one lstat, not a resolve."""
+    if parent_resolved is not None and path.name not in ("", ".", ".."):
+        with contextlib.suppress(OSError):  # whatever lstat cannot say, resolve() says below
+            if not stat.S_ISLNK(os.lstat(path).st_mode):
+                return _within(parent_resolved / path.name, root)
     try:
         resolved = path.resolve()
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
         raise FileSkipped(f"path cannot be resolved ({exc})") from exc
+    return _within(resolved, root)
+
+
+def _within(resolved: Path, root: Path) -> Path:
     if not resolved.is_relative_to(root):
         raise FileSkipped(f"symlink leads out of {root.name}/ (to {resolved})")
     return resolved
