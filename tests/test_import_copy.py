@@ -69,3 +69,14 @@ def test_copy_and_the_orm_write_the_same_rows(tmp_path, monkeypatch):
     assert (failed["status"], failed["answer"][:8], failed["extra"]["nested"]["deep"][0][4]) == ("failed", "tab\there",
                                                                                                  {"k": None})
     assert "import_skipped" in orm_rows["episodes"]["shop-c"]["extra"]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's; SQLite has the ORM path only")
+def test_a_row_copy_refuses_is_that_episodes_refusal_alone(tmp_path):
+    run_dir = build_run(tmp_path, ["shop-a", "shop-b"])
+    (run_dir / "shop-b/grade_inputs.json").write_text('{"answer": "x", "score": 1e400}')  # Infinity: not JSON to it
+    summary = import_run_dir(run_dir=run_dir)
+    assert summary.episodes_added == 1
+    assert list(Episode.objects.values_list("task__task_id", flat=True)) == ["shop-a"]
+    assert [s.path for s in summary.skipped] == ["run/shop-b"]
+    assert "the database refused the episode (DataError" in summary.skipped[0].reason
