@@ -201,3 +201,17 @@ def test_a_config_names_the_prompt_in_use_and_rules_ignores_a_model_name():
     assert (config.model, config.image_policy) == (RULES_MODEL, "none")
     with pytest.raises(JudgeError, match="prompt in use is version"):
         judge_config_for("rules", None, "v0-not-loaded", None)
+
+
+def test_cli_with_workers_starts_loading_its_provider_before_it_makes_the_run(db, settings, monkeypatch):
+    """The provider (google-genai: 0.4 s of CPU) loads on a thread while the run is made, not on the way to the
+    first calls."""
+    from taskgen.stages.judge import command as judge_command
+
+    settings.GEMINI_API_KEY, settings.JUDGE_PROVIDER = "", "rules"
+    shop_episode(run=RunFactory(name="loaded-first"))
+    order, run_start = [], judge_command.run_start
+    monkeypatch.setattr(judge_command, "provider_load_soon", lambda name: order.append(f"load {name}"))
+    monkeypatch.setattr(judge_command, "run_start", lambda **kw: order.append("run") or run_start(**kw))
+    _cli("loaded-first", "--workers", "1")
+    assert order == ["load rules", "run"]

@@ -16,7 +16,7 @@ from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report, where_words
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.names import PLAIN_NAME_RULE, is_plain_name
-from taskgen.providers import provider_can, provider_names
+from taskgen.providers import provider_can, provider_load_soon, provider_names
 from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.in_flight import calls_in_flight_choose
 from taskgen.stages.judge.prompt import PromptFileError
@@ -108,6 +108,8 @@ def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, Pipe
     Celery workers (--batch: they poll its Batch API job); waits with a progress bar; non-zero when any episode is
     not judged."""
     batch = options["batch"]
+    if options["workers"]:
+        provider_load_soon(config.provider)  # while the run is made, not on the way to its first calls
     try:  # the raw parameters, so the stage checks them as it does a form's (judge_params_check)
         pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
                                  params={"run": run.pk, "config_id": config.pk, "batch": batch})
