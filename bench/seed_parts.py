@@ -118,6 +118,13 @@ def _backends_cpu() -> dict[int, float]:
         return {pid: _pid_cpu(pid) for (pid,) in cursor.fetchall()}
 
 
+def _backends_note(seen: dict[int, float]) -> None:
+    """Keep the latest CPU of every backend seen while a stage runs, so one that closes before the stage ends (a
+    prefork child's connection) still counts, all but its last half second."""
+    for pid, cpu in _backends_cpu().items():
+        seen[pid] = max(cpu, seen.get(pid, 0.0))
+
+
 class Stages:
     """Each stage started on the engine as the web page or the command line starts it, waited for, measured."""
 
@@ -133,13 +140,16 @@ class Stages:
         workers_before, backends_before, own_before = self.workers.cpu(), _backends_cpu(), time.process_time()
         calls_before, started = self.fake.calls, time.perf_counter()
         pipeline_run = start()
+        backends_seen = dict(backends_before)
         while PipelineRun.objects.filter(pk=pipeline_run.pk, status=PipelineRun.Status.RUNNING).exists():
             time.sleep(0.5)
+            _backends_note(backends_seen)
         wall = time.perf_counter() - started
         pipeline_run.refresh_from_db()
-        workers_after, backends_after = self.workers.cpu(), _backends_cpu()
+        workers_after = self.workers.cpu()
+        _backends_note(backends_seen)
         worker_cpu = {k: round(workers_after[k] - workers_before[k], 2) for k in workers_after}
-        backend_cpu = sum(cpu - backends_before.get(pid, 0.0) for pid, cpu in backends_after.items())
+        backend_cpu = sum(cpu - backends_before.get(pid, 0.0) for pid, cpu in backends_seen.items())
         units, calls = per(pipeline_run), self.fake.calls - calls_before
         floor = ideal(calls, pipeline_run)
         figures = {"status": pipeline_run.status, "units": units, "unit": unit, "engine_units": pipeline_run.total,

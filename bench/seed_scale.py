@@ -19,12 +19,13 @@ each task's episode (2-7 steps, real-size 1280x800 PNGs, each distinct) at once.
 
 Per stage it prints: units (propose: the engine's batches; attempt, judge and export: episodes), model calls, wall
 seconds, the floor the fakes allow (propose and judge: calls x latency / calls in flight, in whole waves: propose has
-the engine's worker messages per run in flight, 8, the reference's --workers; the judge 16; attempt: the fake harness's
-own writing time), the app's overhead per unit beyond it ((wall - floor) / units), and CPU per unit of the workers
-(their process trees) and of the PostgreSQL backends still connected at the stage's end (those that closed during it
-are not counted); the fake Gemini's and the static site server's CPU is apart, in this process. At the end: a table
-of the stages, their share of the wall time, and the whole pipeline (from the first stage's start to the export's
-end, the workers started) against the 15-minute target; --json prints every figure as one JSON object.
+the engine's worker messages per run in flight, 8, the reference's --workers; the judge 16; attempt: the fake
+harness's own writing time), the app's overhead per unit beyond it ((wall - floor) / units), and CPU per unit of the
+workers (their process trees) and of the PostgreSQL backends (sampled every half second, so one that closed during
+the stage counts but for its last half second); the fake Gemini's and the static site server's CPU is apart, in this
+process. At the end: a table of the stages, their share of the wall time, and the whole pipeline (from the first
+stage's start to the export's end, the workers started) against the 15-minute target; --json prints every figure as
+one JSON object.
 """
 from __future__ import annotations
 
