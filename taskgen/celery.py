@@ -5,12 +5,14 @@ import os
 from celery import Celery
 from celery.signals import task_postrun, task_prerun
 
+from taskgen.broker_files import broker_files_use
 from taskgen.logs import task_log_connect
 from taskgen.stages import stage_packages
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
 
 
+broker_files_use()  # the embedded broker writes each message whole (taskgen/broker_files.py)
 app = Celery("taskgen")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 # Each stage's Celery tasks live in its folder (taskgen/stages/<stage>/tasks.py); the engine's in taskgen/engine/.
