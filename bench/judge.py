@@ -60,7 +60,8 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=0,
                         help="threads per process (default: as a judge worker, the calls in flight plus a few)")
     parser.add_argument("--policy", default="medium", help="image policy judged (default: medium)")
-    parser.add_argument("--profile", type=int, default=60, help="episodes judged one at a time under cProfile")
+    parser.add_argument("--profile", type=int, default=60,
+                        help="episodes judged one at a time under cProfile (0: no profile)")
     parser.add_argument("--full-sample", type=int, default=30, help="episodes also judged with full-size images")
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
     parser.add_argument("--reference", action="store_true",
@@ -303,8 +304,8 @@ def main() -> None:
             print(f"database                 {connection.vendor}; policy `{args.policy}`; fake Gemini {args.latency}s")
             run = _import(args.episodes)
             ids = list(run.episodes.order_by("task_order").values_list("pk", flat=True))
-            profiled = judge_config_for("gemini", "bench-profile", None, args.policy)
-            _profile(ids[: args.profile], profiled.pk)
+            if args.profile > 0:
+                _profile(ids[: args.profile], judge_config_for("gemini", "bench-profile", None, args.policy).pk)
             config = judge_config_for("gemini", None, None, args.policy)
             rates = []
             for n, processes in enumerate(int(p) for p in args.processes.split(",")):

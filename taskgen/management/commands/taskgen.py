@@ -6,6 +6,7 @@ module and nothing here changes.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import pkgutil
@@ -26,12 +27,33 @@ def _module_names() -> list[str]:
     return stages + tools
 
 
+def _subcommand_name(module_name: str, module) -> str:
+    return getattr(module, "NAME", module_name.split(".")[-1])
+
+
 def _subcommands() -> dict[str, object]:
     found = {}
     for name in _module_names():
         module = importlib.import_module(name)
-        found[getattr(module, "NAME", name.split(".")[-1])] = module
+        found[_subcommand_name(name, module)] = module
     return found
+
+
+def _subcommand(stage: str) -> dict[str, object]:
+    """The one subcommand a command line names, imported alone when its module is where its name says (a stage's
+    folder, with or without the trailing underscore of `import_`; a tool's module, dashes as underscores): the
+    other subcommands' modules import their stages' services (the browser harness's, the export's), CPU at every
+    start of a process that never runs them. Every subcommand when the name is found another way (`rows`) or not
+    at all (argparse says which there are)."""
+    tool = stage.replace("-", "_")
+    if not tool.isidentifier() or tool.startswith("_"):
+        return _subcommands()
+    for name in (f"taskgen.stages.{tool}.command", f"taskgen.stages.{tool}_.command", f"taskgen.cli.{tool}"):
+        with contextlib.suppress(ImportError):  # not there; a module that is there and fails fails again below
+            module = importlib.import_module(name)
+            if _subcommand_name(name, module) == stage:
+                return {stage: module}
+    return _subcommands()
 
 
 # Every system check but the URL conf's: that one imports every page, and the pages import what only they and a few
@@ -40,17 +62,31 @@ CHECKED = [tag for name, tag in vars(Tags).items() if not name.startswith("_") a
 
 
 class Command(BaseCommand):
-    help = "Taskgen pipeline stages: " + ", ".join(sorted(_subcommands()))
     requires_system_checks = CHECKED
+    _stage = ""  # the subcommand the command line names (run_from_argv), when it names one
+
+    @property
+    def help(self) -> str:
+        """The subcommands parsed (create_parser sets them first), or all of them (`manage.py help taskgen`)."""
+        return "Taskgen pipeline stages: " + ", ".join(sorted(getattr(self, "_modules", None) or _subcommands()))
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        if len(argv) > 2 and not argv[2].startswith("-"):
+            self._stage = argv[2]
+        super().run_from_argv(argv)
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs) -> CommandParser:
+        self._modules = _subcommand(self._stage) if self._stage else _subcommands()
+        return super().create_parser(prog_name, subcommand, **kwargs)
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="stage", required=True, metavar="STAGE")
-        for name, module in sorted(_subcommands().items()):
+        for name, module in sorted(self._modules.items()):
             child = sub.add_parser(name, help=module.HELP, description=module.HELP)
             module.add_arguments(child)
 
     def handle(self, *args, **options) -> None:
-        module = _subcommands()[options["stage"]]
+        module = self._modules[options["stage"]]
         code = module.run(options, self.stdout, self.stderr)
         if code:
             self.stderr.flush()

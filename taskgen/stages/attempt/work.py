@@ -17,17 +17,10 @@ from taskgen.harness.agents import external_harness_name
 from taskgen.harness.external import external_harnesses
 from taskgen.harness.model_agent import agent_step_seconds
 from taskgen.models import PipelineRun, WorkUnit
-from taskgen.stages.attempt import external
-from taskgen.stages.attempt.service import (
-    AttemptError,
-    attempt_episode,
-    attempt_import,
-    attempt_reach_check,
-    attempt_run_dir,
-    attempt_run_dir_create,
-    attempt_start_check,
-    attempt_tasks_read,
-)
+
+# The attempt's service (the browser harness, the sandbox's sitemaps, the import: 0.17 s of CPU) is imported by the
+# functions below when an attempt is checked or worked, not when the stage registers: every process registers every
+# stage at its start, and one judging or exporting never attempts.
 
 
 @dataclass(frozen=True)
@@ -54,12 +47,22 @@ def _number(raw: dict, key: str, kind: type, default):
     try:
         return kind(value)
     except (TypeError, ValueError) as exc:
+        from taskgen.stages.attempt.service import AttemptError
+
         raise AttemptError(f"{key} must be a number, not {value!r}") from exc
 
 
 def attempt_params_check(raw: dict) -> AttemptParams:
     """The parameters of an attempt from a form or the command line, checked once (raises AttemptError, a
     StageParamsError): a readable tasks file, a known agent, a new plain run name, a mistake rate in 0..1."""
+    from taskgen.stages.attempt.service import (
+        AttemptError,
+        attempt_reach_check,
+        attempt_run_dir,
+        attempt_start_check,
+        attempt_tasks_read,
+    )
+
     agent, name = str(raw.get("agent") or "scripted"), str(raw.get("name") or "")
     mistakes, seed = _number(raw, "mistakes", float, 0.3), _number(raw, "seed", int, 0)
     limit = _number(raw, "limit", int, None)
@@ -78,12 +81,18 @@ def attempt_params_check(raw: dict) -> AttemptParams:
 
 def _units(params: AttemptParams) -> list[str]:
     """The run dir with the attempt's tasks, and one unit per task id (one unit for an external harness)."""
+    from taskgen.stages.attempt import external
+    from taskgen.stages.attempt.service import attempt_run_dir_create, attempt_tasks_read
+
     tasks = attempt_tasks_read(tasks_file=Path(params.tasks_file), limit=params.limit)
     task_ids = attempt_run_dir_create(run_dir=Path(params.run_dir), tasks=tasks)
     return [external.UNIT] if external_harness_name(params.agent) else task_ids
 
 
 def _do(pipeline_run: PipelineRun, params: AttemptParams, key: str) -> dict:
+    from taskgen.stages.attempt import external
+    from taskgen.stages.attempt.service import attempt_episode
+
     if external_harness_name(params.agent):
         return external.attempt_external_run(pipeline_run_id=pipeline_run.pk, run_dir=Path(params.run_dir),
                                              name=params.name, agent=params.agent,
@@ -95,6 +104,9 @@ def _do(pipeline_run: PipelineRun, params: AttemptParams, key: str) -> dict:
 
 def _finish(pipeline_run: PipelineRun, params: AttemptParams, failed: int) -> dict:
     """Import the run dir: the done units' outcomes, the failed units' reasons."""
+    from taskgen.stages.attempt import external
+    from taskgen.stages.attempt.service import attempt_import
+
     units = WorkUnit.objects.filter(pipeline_run=pipeline_run).order_by("pk")
     if external_harness_name(params.agent):
         return external.attempt_external_finish(pipeline_run=pipeline_run, name=params.name)
