@@ -211,7 +211,29 @@ def test_cli_with_workers_starts_loading_its_provider_before_it_makes_the_run(db
     settings.GEMINI_API_KEY, settings.JUDGE_PROVIDER = "", "rules"
     shop_episode(run=RunFactory(name="loaded-first"))
     order, run_start = [], judge_command.run_start
-    monkeypatch.setattr(judge_command, "provider_load_soon", lambda name: order.append(f"load {name}"))
+    monkeypatch.setattr("taskgen.stages.judge.work.provider_load_soon", lambda name: order.append(f"load {name}"))
     monkeypatch.setattr(judge_command, "run_start", lambda **kw: order.append("run") or run_start(**kw))
     _cli("loaded-first", "--workers", "1")
     assert order == ["load rules", "run"]
+
+
+def test_resume_works_a_judge_run_here_as_the_judge_command_does(db, settings, monkeypatch):
+    """`taskgen resume PIPELINE_RUN --workers N` of a judge run: N calls in flight with a few threads more preparing,
+    its provider loading at once, as `taskgen judge --workers N` (a second machine joining a run works as the first)."""
+    from taskgen.cli.resume import _threads_here
+    from taskgen.concurrency import judge_threads_for
+    from taskgen.engine.control import run_start
+    from taskgen.stages.judge.in_flight import calls_in_flight, calls_in_flight_choose
+
+    settings.GEMINI_API_KEY, settings.JUDGE_PROVIDER = "", "rules"
+    run = RunFactory(name="resumed-here")
+    shop_episode(run=run)
+    pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE, params={"run": run.pk, "config_id": judge_config_for().pk})
+    loaded = []
+    monkeypatch.setattr("taskgen.stages.judge.work.provider_load_soon", loaded.append)
+    try:
+        assert _threads_here(pipeline_run, 8) == judge_threads_for(8)
+        assert (loaded, calls_in_flight().limit) == (["rules"], 8)
+        assert _threads_here(pipeline_run, 0) == 0 and loaded == ["rules"]  # no threads here: nothing loaded
+    finally:
+        calls_in_flight_choose(None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from taskgen.engine.stage_table import stage_work
 from taskgen.engine.wait import run_wait, wait_report
 from taskgen.models import PipelineRun
 from taskgen.stages.begin import ResumeError, pipeline_run_resume
@@ -33,6 +34,16 @@ def run(options: dict, stdout, stderr) -> int:
     stdout.write(f"resumed {pipeline_run}: {pipeline_run.total - pipeline_run.done} units to do")
     if options["no_wait"] or not pipeline_run.units.exists():
         return 0
-    waited = run_wait(pipeline_run=pipeline_run, stream=stderr, work_here=options["workers"],
+    waited = run_wait(pipeline_run=pipeline_run, stream=stderr,
+                      work_here=_threads_here(pipeline_run, options["workers"]),
                       stall_seconds=options["stall_seconds"])
     return wait_report(waited=waited, stream=stderr)
+
+
+def _threads_here(pipeline_run: PipelineRun, workers: int) -> int:
+    """The threads that work the run here: as its stage works with --workers N (the judge: N calls in flight and a
+    few threads more, its provider loading now), else N."""
+    work = stage_work(pipeline_run.stage)
+    if not workers or work.here is None:
+        return workers
+    return work.here(work.read(pipeline_run.params), workers)

@@ -64,6 +64,9 @@ class StageWork:
         few threads); the engine then calls it once per leased batch instead of `do` per unit.
     finish(pipeline_run, params, failed) -> the run's result summary, once every unit is done or failed.
     batch_of(params) -> how many units a worker leases at once for this run (else `batch`).
+    here(params, workers) -> threads: optional, for a process about to work a run's units itself with `workers`
+        (`--workers N` of a command, `taskgen resume`): what it starts loading at once and how many threads it works
+        them with (else `workers`).
     """
 
     name: str
@@ -82,6 +85,7 @@ class StageWork:
     run_of: Callable[[StageParams], int | None] = lambda params: None
     do: Callable[[Any, StageParams, str], Any] | None = None
     do_batch: Callable[[Any, StageParams, list[str]], dict[str, Any]] | None = None
+    here: Callable[[StageParams, int], int] | None = None
 
     def __post_init__(self) -> None:
         if self.do is None and self.do_batch is None:

@@ -10,15 +10,13 @@ import argparse
 import json
 from pathlib import Path
 
-from taskgen.concurrency import judge_threads_for
 from taskgen.engine.contract import NothingToDo
 from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait, wait_report, where_words
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.names import PLAIN_NAME_RULE, is_plain_name
-from taskgen.providers import provider_can, provider_load_soon, provider_names
+from taskgen.providers import provider_can, provider_names
 from taskgen.stages.judge.images import POLICIES
-from taskgen.stages.judge.in_flight import calls_in_flight_choose
 from taskgen.stages.judge.prompt import PromptFileError
 from taskgen.stages.judge.service import (
     JudgeError,
@@ -28,6 +26,7 @@ from taskgen.stages.judge.service import (
     judge_summary,
     judgment_reference_record,
 )
+from taskgen.stages.judge.work import judge_threads_here
 from taskgen.stages.lookup import run_find
 
 NAME = "judge"
@@ -108,17 +107,14 @@ def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, Pipe
     Celery workers (--batch: they poll its Batch API job); waits with a progress bar; non-zero when any episode is
     not judged."""
     batch = options["batch"]
-    if options["workers"]:
-        provider_load_soon(config.provider)  # while the run is made, not on the way to its first calls
+    calls = max(options["workers"], 1 if provider_can(config.provider, "offline") else 0)
+    here = judge_threads_here(config.provider, calls)  # before the run is made: the SDK loads meanwhile
     try:  # the raw parameters, so the stage checks them as it does a form's (judge_params_check)
         pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
                                  params={"run": run.pk, "config_id": config.pk, "batch": batch})
     except NothingToDo as nothing:
         stderr.write(str(nothing))  # and no pipeline run is made
         return 0, None
-    calls = max(options["workers"], 1 if provider_can(config.provider, "offline") else 0)
-    here = judge_threads_for(calls) if calls > 1 else calls  # a few threads prepare while the calls wait
-    calls_in_flight_choose(calls or None)
     in_flight = f", {calls} call{'s' if calls > 1 else ''} in flight" if here else ""
     where = where_words(pipeline_run=pipeline_run, work_here=here) + in_flight
     how = " through one Gemini Batch API job" if batch else ""

@@ -7,11 +7,13 @@ from functools import lru_cache
 
 from django.conf import settings
 
+from taskgen.concurrency import judge_threads_for
 from taskgen.engine.contract import NothingToDo, StageParams, StageParamsError, StageWork
 from taskgen.engine.stage_table import stage_register
 from taskgen.models import Episode, JudgeConfig, PipelineRun, Run
-from taskgen.providers import provider_check
+from taskgen.providers import provider_check, provider_load_soon
 from taskgen.stages.judge.batch import judge_batch_unit
+from taskgen.stages.judge.in_flight import calls_in_flight_choose
 from taskgen.stages.judge.service import JudgeError, episodes_to_judge, judge_config_for, judge_episode, judge_summary
 
 # A batch run's units are leased this many at a time: those polled together make one call to the batch service.
@@ -79,6 +81,23 @@ def _config(config_id: int, key: str) -> JudgeConfig | None:
     return config if config is not None and config.key == key else None
 
 
+def judge_threads_here(provider: str, calls: int) -> int:
+    """Threads for a process judging a run's units itself with `calls` in flight (`taskgen judge --workers N`,
+    `taskgen resume` of a judge run): the provider's SDK starts loading on a thread now (google-genai: 0.4 s of CPU,
+    not on the way to the first calls), the process keeps `calls` in flight, and a few more threads prepare the next
+    episodes while they wait."""
+    if calls:
+        provider_load_soon(provider)
+    calls_in_flight_choose(calls or None)
+    return judge_threads_for(calls) if calls > 1 else calls
+
+
+def _here(params: JudgeParams, workers: int) -> int:
+    if params.batch:  # the batch job's units poll it: no calls of their own
+        return workers
+    return judge_threads_here(JudgeConfig.objects.values_list("provider", flat=True).get(pk=params.config_id), workers)
+
+
 def _finish(pipeline_run: PipelineRun, params: JudgeParams, failed: int) -> dict:
     run, config = Run.objects.get(pk=params.run), JudgeConfig.objects.get(pk=params.config_id)
     return judge_summary(run=run, config=config, errors=failed)
@@ -91,5 +110,5 @@ JUDGE_WORK = stage_register(StageWork(
     # A message per judge-worker thread, for two workers: surplus ones wait in the queue and find nothing to do.
     workers=2 * settings.JUDGE_THREADS,
     nothing_to_do="nothing to judge: every recorded episode of the run has a verdict under this judge",
-    run_of=lambda params: params.run,
+    run_of=lambda params: params.run, here=_here,
 ))
