@@ -3,6 +3,7 @@ far less than wall-clock time (shared by the page benchmarks)."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -39,3 +40,67 @@ def scratch_database_ensure(url: str) -> None:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone() is None:
             conn.execute(f'CREATE DATABASE "{name}"')
             print(f"made the scratch database {name!r}", flush=True)
+
+
+def pid_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backends_cpu() -> dict[int, float]:
+    """CPU seconds so far of every PostgreSQL backend connected to this process's database (the server's others,
+    another engineer's, are not counted)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+        return {pid: pid_cpu(pid) for (pid,) in cursor.fetchall()}
+
+
+def backends_note(seen: dict[int, float]) -> None:
+    """Keep the latest CPU of every backend seen while something runs, so one that closes before its end (a
+    prefork child's connection) still counts, all but its last half second."""
+    for pid, cpu in backends_cpu().items():
+        seen[pid] = max(cpu, seen.get(pid, 0.0))
+
+
+def machine_cpu() -> tuple[float, float]:
+    """The whole machine's CPU seconds so far, (busy, all), from /proc/stat: every process's, ours or not."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields[:8]) - idle) / tick, sum(fields[:8]) / tick
+
+
+class BackendsSampled:
+    """The PostgreSQL backends' CPU while a block runs, sampled every half second on a thread of its own (with its
+    own connection): `with BackendsSampled() as backends: ...; backends.cpu`."""
+
+    def __init__(self) -> None:
+        self.cpu, self._stop, self._seen = 0.0, threading.Event(), {}
+
+    def __enter__(self) -> BackendsSampled:
+        self._before = backends_cpu()
+        self._seen = dict(self._before)
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        from django.db import connection
+
+        try:
+            while not self._stop.wait(0.5):
+                backends_note(self._seen)
+        finally:
+            connection.close()
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        backends_note(self._seen)
+        self.cpu = sum(cpu - self._before.get(pid, 0.0) for pid, cpu in self._seen.items())

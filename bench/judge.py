@@ -374,6 +374,8 @@ def _as_users_run_it(args, run, url: str, fake_pid: int, tmp: Path) -> None:
     print(f"  2 processes            {two.rate() / one.rate():.2f}x the rate of one (target 1.8x when the fake is "
           f"not the limit); the fake's CPU: {two.fake_cpu / two.wall:.0%} of one core over the two processes' wall "
           f"({one.fake_cpu / one.wall:.0%} over one's), {os.cpu_count()} cores for everything")
+    print(f"  where the CPU went     one process, in cores over its wall: {one.where()}")
+    print(f"                         two processes: {two.where()}")
     if reference is not None:
         print(f"  the app beside the reference: {one.rate() / reference.rate():.2f}x its throughput, "
               f"{reference.cpu_ms() / one.cpu_ms():.2f}x less CPU per judgment (targets: 5x less, 12 ms at most)")

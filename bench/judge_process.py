@@ -14,8 +14,10 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from bench.cpu import BackendsSampled, machine_cpu
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = [sys.executable, str(ROOT / "manage.py"), "taskgen"]
@@ -30,6 +32,17 @@ class Measured:
     wall: float
     cpu: float
     fake_cpu: float = 0.0
+    parts: dict[str, float] = field(default_factory=dict)  # CPU seconds by whom: each process, the fake, PostgreSQL
+    machine: tuple[float, float] = (0.0, 0.0)  # the whole machine's CPU seconds meanwhile: (busy, all)
+
+    def where(self) -> str:
+        """Where the CPU went, in cores over the wall (the machine has os.cpu_count() of them): each process, the
+        fake, this database's PostgreSQL backends, and the rest of the machine (this benchmark, other work)."""
+        busy, every = self.machine
+        words = [f"{name} {cpu / self.wall:.2f}" for name, cpu in self.parts.items()]
+        rest = busy - sum(self.parts.values())
+        return (", ".join(words) + f", the rest of the machine {rest / self.wall:.2f}; the machine busy "
+                f"{busy / max(every, 1e-9):.0%} of its {every / self.wall:.1f} cores")
 
     def rate(self) -> float:
         return self.judged / self.wall
@@ -44,15 +57,22 @@ def process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _wait_all(processes: list[subprocess.Popen]) -> tuple[float, list[int]]:
-    """Wait for every process (os.wait4: its rusage, its waited-for children's included); CPU seconds, exit codes."""
-    cpu, codes = 0.0, []
+def _wait_all(processes: list[subprocess.Popen]) -> tuple[list[float], list[int]]:
+    """Wait for every process (os.wait4: its rusage, its waited-for children's included); the CPU seconds of each,
+    exit codes."""
+    cpus, codes = [], []
     for process in processes:
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
-        cpu += usage.ru_utime + usage.ru_stime
+        cpus.append(usage.ru_utime + usage.ru_stime)
         codes.append(process.returncode)
-    return cpu, codes
+    return cpus, codes
+
+
+def _measured(judged: int, wall: float, cpus: list[float], names: list[str], fake: float, postgres: float,
+              machine: tuple[float, float]) -> Measured:
+    parts = {**dict(zip(names, cpus, strict=True)), "the fake": fake, "PostgreSQL": postgres}
+    return Measured(judged, wall, sum(cpus), fake, parts, machine)
 
 
 def _start(command: list[str], env: dict, log: Path) -> subprocess.Popen:
@@ -76,16 +96,23 @@ def judge_whole_process(*, run: str, model: str, workers: int, images: str, env:
     """One `taskgen judge RUN --workers N` process (`prefix`: run under a profiler, e.g. py-spy record --); its
     output in `logs`/judge-<model>.log."""
     log = logs / f"judge-{model}.log"
-    fake_before = process_cpu(fake_pid)
+    fake_before, machine_before = process_cpu(fake_pid), machine_cpu()
     started = time.perf_counter()
-    process = _start([*(prefix or []), *judge_command(run=run, model=model, workers=workers, images=images)], env,
-                     log)
-    cpu, codes = _wait_all([process])
+    with BackendsSampled() as backends:
+        process = _start([*(prefix or []), *judge_command(run=run, model=model, workers=workers, images=images)],
+                         env, log)
+        cpus, codes = _wait_all([process])
     wall = time.perf_counter() - started
     if codes[0] != 0:
         raise _failed("taskgen judge", [log])
     summary = json.loads([line for line in log.read_text().splitlines() if line.startswith("{")][-1])
-    return Measured(summary["episodes"] - summary["no_verdict"], wall, cpu, process_cpu(fake_pid) - fake_before)
+    return _measured(summary["episodes"] - summary["no_verdict"], wall, cpus, ["the process"],
+                     process_cpu(fake_pid) - fake_before, backends.cpu, _since(machine_before))
+
+
+def _since(before: tuple[float, float]) -> tuple[float, float]:
+    after = machine_cpu()
+    return after[0] - before[0], after[1] - before[1]
 
 
 def judge_two_processes(*, pipeline_run_id: int, judged, workers: int, env: dict, fake_pid: int,
@@ -94,11 +121,13 @@ def judge_two_processes(*, pipeline_run_id: int, judged, workers: int, env: dict
     by the caller; `judged()` counts the verdicts after."""
     command = [*MANAGE, "resume", str(pipeline_run_id), "--workers", str(workers)]
     files = [logs / f"resume-{pipeline_run_id}-{n}.log" for n in range(2)]
-    fake_before = process_cpu(fake_pid)
+    fake_before, machine_before = process_cpu(fake_pid), machine_cpu()
     started = time.perf_counter()
-    processes = [_start(command, env, log) for log in files]
-    cpu, codes = _wait_all(processes)
+    with BackendsSampled() as backends:
+        processes = [_start(command, env, log) for log in files]
+        cpus, codes = _wait_all(processes)
     wall = time.perf_counter() - started
     if any(codes):
         raise _failed("taskgen resume", files)
-    return Measured(judged(), wall, cpu, process_cpu(fake_pid) - fake_before)
+    return _measured(judged(), wall, cpus, ["resume 1", "resume 2"], process_cpu(fake_pid) - fake_before,
+                     backends.cpu, _since(machine_before))

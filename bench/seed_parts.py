@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.cpu import backends_cpu, backends_note
 from tests.fakes.gemini_server import DEFAULT_ANSWER, FakeGemini
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,14 +68,6 @@ def _group_cpu(pgid: int) -> float:
     return total / TICK
 
 
-def _pid_cpu(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
 class Workers:
     """The compose file's workers and beat, each in a process group of its own (killed with its children at the end)."""
 
@@ -110,21 +103,6 @@ class Workers:
             process.wait(10)
 
 
-def _backends_cpu() -> dict[int, float]:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
-        return {pid: _pid_cpu(pid) for (pid,) in cursor.fetchall()}
-
-
-def _backends_note(seen: dict[int, float]) -> None:
-    """Keep the latest CPU of every backend seen while a stage runs, so one that closes before the stage ends (a
-    prefork child's connection) still counts, all but its last half second."""
-    for pid, cpu in _backends_cpu().items():
-        seen[pid] = max(cpu, seen.get(pid, 0.0))
-
-
 class Stages:
     """Each stage started on the engine as the web page or the command line starts it, waited for, measured."""
 
@@ -137,17 +115,17 @@ class Stages:
         `where(run, wall)` where the time went, `per(run)` the units the overhead is counted in (named `unit`)."""
         from taskgen.models import PipelineRun
 
-        workers_before, backends_before, own_before = self.workers.cpu(), _backends_cpu(), time.process_time()
+        workers_before, backends_before, own_before = self.workers.cpu(), backends_cpu(), time.process_time()
         calls_before, started = self.fake.calls, time.perf_counter()
         pipeline_run = start()
         backends_seen = dict(backends_before)
         while PipelineRun.objects.filter(pk=pipeline_run.pk, status=PipelineRun.Status.RUNNING).exists():
             time.sleep(0.5)
-            _backends_note(backends_seen)
+            backends_note(backends_seen)
         wall = time.perf_counter() - started
         pipeline_run.refresh_from_db()
         workers_after = self.workers.cpu()
-        _backends_note(backends_seen)
+        backends_note(backends_seen)
         worker_cpu = {k: round(workers_after[k] - workers_before[k], 2) for k in workers_after}
         backend_cpu = sum(cpu - backends_before.get(pid, 0.0) for pid, cpu in backends_seen.items())
         units, calls = per(pipeline_run), self.fake.calls - calls_before
