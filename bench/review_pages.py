@@ -14,8 +14,10 @@ call 300 ms, a web worker 300 MB), with the mean CPU of this process and its Pos
 inflates far less (parallel query off, so a query's CPU is all in that backend). The queue page's progress counts
 load after the page (htmx) and are timed on their own. Each label post is a fresh episode's first label by the
 timing user, so repeated runs of the bench measure the same work. The certify call is `certificate_compute` as
-`taskgen certify RUN` makes it. The web worker is one gunicorn worker with the production settings serving each page
-the bench timed (bench/web_memory.py): its peak resident memory. `--json` prints every figure as one JSON object.
+`taskgen certify RUN` makes it. Before the first page the process settles as a web worker does at its start
+(taskgen/web_worker.py: the objects alive then frozen out of the garbage collector's sight). The web worker is one
+gunicorn worker with the production settings serving each page the bench timed (bench/web_memory.py): its peak
+resident memory. `--json` prints every figure as one JSON object.
 """
 from __future__ import annotations
 
@@ -187,8 +189,10 @@ def main() -> int:
     from django.utils.http import urlencode
 
     from review.run_table import SORTS
+    from taskgen.web_worker import web_worker_settle
 
     run, queue, episode = _prepare(args)
+    web_worker_settle()  # as a gunicorn worker does once the app is loaded (taskgen/wsgi.py): its objects frozen
     with connection.cursor() as cursor:  # every query's CPU in the one backend process where it is measured
         cursor.execute("SET max_parallel_workers_per_gather = 0")
     client, timer = Client(), user_reviewer("bench-timer")
