@@ -5,10 +5,11 @@ import re
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from review.models import Queue
 from review.services import label_set
-from taskgen.models import VerifierResult
+from taskgen.models import FinalLabel, VerifierResult
 from tests.factories import (
     EpisodeFactory,
     JudgeConfigFactory,
@@ -169,3 +170,40 @@ def test_the_new_sorts_make_a_fixed_number_of_queries(viewer_client, django_asse
     # flags read the risk tiers in turn until the page is full: at most five more on a page that holds them all
     with django_assert_max_num_queries(24 + 4 if sort == "flags" else 24):
         viewer_client.get(run.get_absolute_url(), {"sort": sort, "verdicts": "SUCCESS"})
+
+
+def _cells(html: str, task_id: str) -> dict[str, str]:
+    row = re.search(rf'<tr data-episode="\d+">(?:(?!</tr>).)*>{task_id}</a>.*?</tr>', html, re.S).group(0)
+    return dict(re.findall(r'<td class="(ended|verdict|verifier|final|agreement|flags)"(.*?)</td>', row, re.S))
+
+
+def test_a_row_says_how_its_episode_ended_why_the_verifier_failed_and_who_decided(viewer_client):
+    """Each cell's words, escaped and cut as the table shows them (the rows are plain values put in words once)."""
+    run, config = RunFactory(), JudgeConfigFactory()
+    why = "the cart holds 2 × <b>Cold Brew</b> " + "and more " * 12
+    failed = EpisodeFactory(run=run, task=TaskFactory(task_id="t-failed"), status="failed", finished="error",
+                            end_step=0, end_reason="Error: <net> " + "x" * 400)
+    JudgmentFactory(episode=failed, config=config, verdict="NONE")
+    VerifierResult.objects.create(episode=failed, ok=False, source="sandbox",
+                                  detail={"parts": [{"part": why, "ok": False}]})
+    decided = EpisodeFactory(run=run, task=TaskFactory(task_id="t-decided"), finished="done", end_step=4)
+    JudgmentFactory(episode=decided, config=config, verdict="SUCCESS")
+    VerifierResult.objects.create(episode=decided, ok=True, source="sandbox")
+    FinalLabel.objects.create(episode=decided, verdict="NOT SUCCESS", adjudicated=True)
+    EpisodeFactory(run=run, task=TaskFactory(task_id="t-bare"))
+    html = viewer_client.get(run.get_absolute_url()).content.decode()
+    reason = f"failed “{why}”"
+    assert _cells(html, "t-failed") == {
+        "ended": f' title="Error: &lt;net&gt; {"x" * 286}…"><span class="pill bad">failed before the first step</span>',
+        "verdict": '><span class="pill none">no verdict</span>',
+        "verifier": f'><span class="pill bad">fail</span> <small class="verifier-reason" title="{escape(reason)}">'
+                    f'{escape(reason[:79])}…</small>',
+        "final": ">—", "agreement": '><span class="muted">—</span>', "flags": ">"}
+    assert _cells(html, "t-decided") == {
+        "ended": ">done at step 4", "verdict": '><span class="pill ok">SUCCESS</span>',
+        "verifier": '><span class="pill ok">pass</span>',
+        "final": '>Not success <span class="muted">(adjudicated)</span>',
+        "agreement": '><span class="pill bad">false positive (final label)</span>', "flags": ">"}
+    assert _cells(html, "t-bare") == {
+        "ended": '><span class="muted">—</span>', "verdict": '><span class="muted">not judged</span>',
+        "verifier": ">—", "final": ">—", "agreement": '><span class="muted">—</span>', "flags": ">"}

@@ -20,7 +20,6 @@ from taskgen.blobs import BlobError, blob_path, blob_thumbnail_file
 from taskgen.labels.fields import QUEUE_NAME_MAX
 from taskgen.models import Blob, JudgeConfig, Judgment, Run
 from taskgen.roles import Role, require_role
-from taskgen.triage.agreement import agreement_text
 from taskgen.triage.filters import (
     EpisodeFilter,
     FilterError,
@@ -88,13 +87,12 @@ def _sort_and_filter(request: HttpRequest, config_id: int | None) -> tuple[Sort,
     return sort, f, "; ".join(errors)
 
 
-def _rows_with_flags(page, config_id: int | None) -> list:
-    """The page's episodes with their risk flags and agreement in words (two queries in all)."""
+def _rows_with_flags(page, config_id: int | None) -> list[dict]:
+    """The page's rows with their risk flags in words (two queries in all)."""
     rows = run_table_rows(list(page), config_id)
-    reasons = risk_reasons([e.pk for e in rows], config_id)
-    for episode in rows:
-        episode.reasons = reasons.get(episode.pk, [])
-        episode.agreement_text = agreement_text(episode.agreement)
+    reasons = risk_reasons([row["pk"] for row in rows], config_id)
+    for row in rows:
+        row["reasons"] = "; ".join(reasons.get(row["pk"], []))
     return rows
 
 
