@@ -12,7 +12,7 @@ from pathlib import Path
 from taskgen.engine.contract import StageParams, StageParamsError, StageWork
 from taskgen.engine.stage_table import stage_register
 from taskgen.models import PipelineRun, WorkUnit
-from taskgen.stages.import_.service import ImportFailed, import_run_dir
+from taskgen.stages.import_.files import ImportFailed
 from taskgen.stages.import_.tasks_file import tasks_file_locate
 
 UNIT = "run-dir"
@@ -45,6 +45,8 @@ def import_params_check(raw: dict) -> ImportParams:
 
 
 def _do(pipeline_run: PipelineRun, params: ImportParams, key: str) -> dict:
+    from taskgen.stages.import_.service import import_run_dir  # when an import runs, not at every process's start
+
     summary = import_run_dir(run_dir=Path(params.run_dir), tasks_file=Path(params.tasks_file) if params.tasks_file
                              else None, name=params.name or None, progress=IMPORT_PROGRESS.get())
     PipelineRun.objects.filter(pk=pipeline_run.pk).update(run=summary.run)
