@@ -15,12 +15,14 @@ run's episodes, 2% of the bench's million; the cost grows with them).
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
-from django.db.models import CharField, Count, Exists, F, FilteredRelation, OuterRef, Q, QuerySet, Sum, Value
+from django.db import connection
+from django.db.models import CharField, Count, Exists, F, FilteredRelation, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Coalesce
 
-from taskgen.models import Episode, FinalLabel, Judgment, Label, LabelVerdict, Run, Site, ValidateCell
+from taskgen.models import Episode, FinalLabel, Judgment, Label, LabelVerdict, Run, Site
 from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
 from taskgen.triage.agreement import UNKNOWN, agreement_of
 from taskgen.triage.filters import EpisodeFilter
@@ -33,10 +35,10 @@ _FINAL = {"final-success": LabelVerdict.SUCCESS, "final-not-success": LabelVerdi
 _CELL_LABEL_STATES = ("", "unlabelled", *_FINAL)
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(NamedTuple):
     """Episodes of one (site, kind, verdict of the config, verifier, final label): `verdict` None when the config did
-    not judge them, `verifier` None without a verifier result, `final` "" without a final label."""
+    not judge them, `verifier` None without a verifier result, `final` "" without a final label. A tuple: a run's
+    cells are a thousand or more at 50 sites, made on every request."""
 
     site_id: int
     task_kind: str
@@ -51,29 +53,37 @@ def cells_answer(f: EpisodeFilter) -> bool:
     return not (f.search or f.unsupported or f.tags) and f.label_state in _CELL_LABEL_STATES
 
 
+def _verifier(value: int) -> bool | None:
+    """The summary's verifier column: -1 none, else 0 or 1."""
+    return None if value < 0 else bool(value)
+
+
+# Every episode of the run (config_a 0) and the config's verdicts (its own cells: config_b 0), per cell of the table
+_CELLS = """
+    SELECT site_id, task_kind, verifier, final, config_a, verdict_a, SUM(n)::bigint FROM review_validatecell
+    WHERE run_id = %(run)s AND (config_a = 0 OR (config_a = %(config)s AND config_b = 0))
+    GROUP BY site_id, task_kind, verifier, final, config_a, verdict_a"""
+
+
 def run_cells(*, run: Run, config_id: int | None) -> list[Cell] | None:
     """The run's cells as of every committed write (the summary brought up to date first: cheap when little
-    changed); None where the database keeps no summary (SQLite)."""
+    changed); None where the database keeps no summary (SQLite). One query read as plain tuples: at 50 sites a
+    thousand rows or more, whose dicts and field conversions cost more than the query."""
     if not summary_available():
         return None
     validate_summary_refresh()
-    dims = ("site_id", "task_kind", "verifier", "final")
-    every = defaultdict(int)
-    for row in ValidateCell.objects.filter(run_id=run.pk, config_a=0).values(*dims).annotate(total=Sum("n")):
-        every[tuple(row[d] for d in dims)] += row["total"]
-    cells = []
-    if config_id is not None:
-        judged = ValidateCell.objects.filter(run_id=run.pk, config_a=config_id, config_b=0)
-        for row in judged.values(*dims, "verdict_a").annotate(total=Sum("n")):
-            key = tuple(row[d] for d in dims)
-            every[key] -= row["total"]  # what is left is unjudged by the config
-            cells.append(_cell(key, row["verdict_a"], row["total"]))
-    return cells + [_cell(key, None, n) for key, n in every.items() if n]
-
-
-def _cell(key: tuple, verdict: str | None, n: int) -> Cell:
-    site_id, kind, verifier, final = key
-    return Cell(site_id, kind, verdict, None if verifier < 0 else bool(verifier), final, n)
+    with connection.cursor() as cursor:
+        cursor.execute(_CELLS, {"run": run.pk, "config": config_id})
+        rows = cursor.fetchall()
+    every, cells = defaultdict(int), []
+    for site_id, kind, verifier, final, config, verdict, n in rows:
+        if config == 0:
+            every[site_id, kind, verifier, final] += n
+        else:
+            every[site_id, kind, verifier, final] -= n  # what is left is unjudged by the config
+            cells.append(Cell(site_id, kind, verdict, _verifier(verifier), final, n))
+    return cells + [Cell(site_id, kind, None, _verifier(verifier), final, n)
+                    for (site_id, kind, verifier, final), n in every.items() if n]
 
 
 def labelled_cells(*, run: Run, config_id: int | None) -> list[Cell]:
@@ -99,7 +109,7 @@ def cells_of_label_state(cells: list[Cell], *, run: Run, f: EpisodeFilter) -> li
     if f.label_state != "unlabelled":
         return cells
     labelled = {_key(cell): cell.n for cell in labelled_cells(run=run, config_id=f.config_id)}
-    left = [replace(cell, n=cell.n - labelled.get(_key(cell), 0)) for cell in cells]
+    left = [cell._replace(n=cell.n - labelled.get(_key(cell), 0)) for cell in cells]
     return [cell for cell in left if cell.n > 0]
 
 
