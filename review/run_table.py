@@ -7,6 +7,7 @@ risk flags in words. Every column shown sorts; a sort the table does not have is
 """
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from functools import cached_property, reduce
 from operator import or_
@@ -187,25 +188,33 @@ def run_table_rows(episode_ids: list[int], config_id: int | None) -> list[dict]:
     fraction of what a model's attribute or method costs it)."""
     rows = _joined(Episode.objects.filter(pk__in=episode_ids), config_id, agreement=False).values(
         *_ROW_FIELDS, verdict=F("cj__verdict"))
-    by_id = {row["pk"]: _cells(row) for row in rows}
+    url = reverse("review:episode_detail", args=[_ANY_PK]).replace(str(_ANY_PK), "{}")  # one reverse a page
+    by_id = {row["pk"]: _cells(row, url.format(row["pk"])) for row in rows}
     return [by_id[pk] for pk in episode_ids if pk in by_id]
 
 
-def _cells(row: dict) -> dict:
+_ANY_PK = 918273645  # stands for each row's id in the episode page's URL
+
+
+def _cells(row: dict, url: str) -> dict:
     """A row's cells: the episode's ending, the verifier's reason, the final label and the agreement in words."""
     ending = ending_of(finished=row["finished"], end_reason=row["end_reason"], end_step=row["end_step"])
     ok, final = row["verifier_result__ok"], row["final_label__verdict"]
     why = VerifierResult.reason_of(ok, row["verifier_result__detail"]) if ok is False else ""
     return {"pk": row["pk"], "task_order": row["task_order"], "steps": row["steps"], "screens": row["screens"],
-            "url": reverse("review:episode_detail", args=[row["pk"]]), "task_id": row["task__task_id"],
-            "site": row["site__slug"], "task_kind": row["task_kind"],
-            "instruction": Truncator(row["task__instruction"]).chars(110),
-            "end_reason": Truncator(row["end_reason"]).chars(300) if row["end_reason"] else "",
+            "url": url, "task_id": row["task__task_id"], "site": row["site__slug"], "task_kind": row["task_kind"],
+            "instruction": _cut(row["task__instruction"], 110), "end_reason": _cut(row["end_reason"], 300),
             "failed": row["status"] == Episode.Status.FAILED, "ending_kind": ending.kind, "ending": ending.short,
-            "verdict": row["verdict"], "verifier": ok, "verifier_why": why,
-            "verifier_why_short": Truncator(why).chars(80),
+            "verdict": row["verdict"], "verifier": ok, "verifier_why": why, "verifier_why_short": _cut(why, 80),
             "final": _FINAL_WORDS.get(final, final) if final else "", "adjudicated": row["final_label__adjudicated"],
             "agreement": agreement_text(agreement_of(row["verdict"], ok, final or ""))}
+
+
+def _cut(text: str, chars: int) -> str:
+    """The text as the template's truncatechars cuts it (Truncator), without Truncator's work for one that fits."""
+    if len(text) <= chars and unicodedata.is_normalized("NFC", text):
+        return text
+    return Truncator(text).chars(chars)
 
 
 def run_columns(sort: Sort) -> list[dict]:

@@ -207,3 +207,13 @@ def test_a_row_says_how_its_episode_ended_why_the_verifier_failed_and_who_decide
     assert _cells(html, "t-bare") == {
         "ended": '><span class="muted">—</span>', "verdict": '><span class="muted">not judged</span>',
         "verifier": ">—", "final": ">—", "agreement": '><span class="muted">—</span>', "flags": ">"}
+
+
+@pytest.mark.parametrize("text", ["", "Find item 42", "x" * 110, "x" * 111, "e\u0301" * 60, "e\u0301" * 100,
+                                  "\u212b ring", "a\u0308" * 109 + "b"])
+def test_a_cell_is_cut_as_the_templates_truncatechars_cuts_it(text):
+    from django.utils.text import Truncator
+
+    from review.run_table import _cut
+
+    assert _cut(text, 110) == Truncator(text).chars(110)
