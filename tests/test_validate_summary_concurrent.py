@@ -86,3 +86,5 @@ def test_concurrent_writers_and_refreshes_leave_the_summary_equal_to_a_live_coun
         for against in ("verifier", "human"):
             live = service._live_cells([run.pk], configs[0], against, None, other)
             assert _cells(service._cells([run.pk], configs[0], against, None, other)) == _cells(live), against
+    from tests.test_risks_kept import assert_kept_is_live  # the risks kept beside the cells: equal to a live read too
+    assert_kept_is_live(run, configs)

@@ -25,10 +25,15 @@ from taskgen.models.labels import (
 )
 from taskgen.models.pipeline import Export, ExportOrder, LabelRestoreLine, PipelineRun, WorkUnit
 from taskgen.models.sites import INSTRUCTION_SORT_CHARS, ProposalBatch, Site, Task, TaskEdit
-from taskgen.models.validate_summary import ValidateCell, ValidateDirtyEpisode, ValidateEpisodeCell
+from taskgen.models.validate_summary import (
+    EpisodeRisks,
+    ValidateCell,
+    ValidateDirtyEpisode,
+    ValidateEpisodeCell,
+)
 
 __all__ = [
-    "Blob", "CertifyDesign", "Episode", "Export", "ExportOrder", "FinalLabel", "FinalLabelChange",
+    "Blob", "CertifyDesign", "Episode", "EpisodeRisks", "Export", "ExportOrder", "FinalLabel", "FinalLabelChange",
     "INSTRUCTION_SORT_CHARS", "JudgeAnswer", "JudgeBatchJob", "JudgeBatchRequest", "JudgeConfig", "JudgeRateWindow",
     "Judgment", "Label", "LabelChange", "LabelRestoreLine", "LabelVerdict", "PipelineRun", "ProposalBatch",
     "ReviewerCheck", "Run", "Screenshot", "Site", "Task", "TaskEdit", "ValidateCell", "ValidateDirtyEpisode",

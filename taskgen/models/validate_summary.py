@@ -67,3 +67,24 @@ class ValidateDirtyEpisode(models.Model):
 
     def __str__(self) -> str:
         return f"episode {self.episode_id}"
+
+
+class EpisodeRisks(models.Model):
+    """The risks one judge config's judgment of an episode holds, one bit each (bit i: the i-th of
+    taskgen/triage/risk.RISK_NAMES), kept beside validate's summary: an episode the triggers mark is re-read for both
+    (taskgen/triage/risks_kept.py), so a whole run's judged successes and their strata are one index scan instead of
+    a query per risk over half a million episodes. Plain ids like the cells: the triggers follow every write."""
+
+    episode_id = models.BigIntegerField()
+    run_id = models.BigIntegerField()
+    config_id = models.BigIntegerField()
+    verdict = models.CharField(max_length=12)
+    risks = models.SmallIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["episode_id", "config_id"], name="episode_risks_unique")]
+        indexes = [models.Index(fields=["run_id", "config_id", "verdict"], include=["episode_id", "risks"],
+                                name="episode_risks_run")]
+
+    def __str__(self) -> str:
+        return f"episode {self.episode_id} config {self.config_id}: risks {self.risks:#b}"

@@ -27,7 +27,9 @@ from taskgen.models import CertifyDesign, Episode, FinalLabel, JudgeConfig, Judg
 from taskgen.stages.certify.bound import StratumCount, design_walk
 from taskgen.stages.export.order import SelectContext, among, read_risk_sets
 from taskgen.stages.export.select import Selection, export_select
+from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
 from taskgen.triage.risk import STRATA, risk_id_arrays, risk_sets, risk_stratum
+from taskgen.triage.risks_kept import kept_risk_arrays
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 MANY = 10_000  # episodes of one run whose final labels are read as the run's, not listed one by one
@@ -141,13 +143,22 @@ def design_build(*, selection: Selection, seed: int, context: SelectContext | No
 def judged_design(*, run: Run, judge_config: JudgeConfig, seed: int) -> Design:
     """The design over every episode of the run the config judged a success (what validate measures: no export
     rule leaves any out), in the same strata and the same order as the Certify queue's."""
-    successes = Judgment.objects.filter(episode__run=run, config=judge_config, verdict=Judgment.Verdict.SUCCESS)
-    judged = np.sort(id_array(successes, "episode_id")).tolist()
     selection = Selection(run=run, source="judge", judge_config=judge_config, budget=0)
+    judged, sets = _judged_successes(run, judge_config)
+    judged = np.sort(judged).tolist()
+    return _design(selection=selection, seed=seed, population=judged, frame=judged, sets=sets if judged else {})
+
+
+def _judged_successes(run: Run, judge_config: JudgeConfig) -> tuple:
+    """The run's episodes the config judged a success and the ones of them holding each risk, as id arrays: kept
+    beside validate's summary where it is kept (one index scan), else read a query per risk."""
+    if summary_available():
+        validate_summary_refresh()
+        return kept_risk_arrays(run.pk, judge_config.pk, Judgment.Verdict.SUCCESS)
+    successes = Judgment.objects.filter(episode__run=run, config=judge_config, verdict=Judgment.Verdict.SUCCESS)
     # the risks read over the run's judged successes as a subquery, not as a list of their ids (half a million)
-    sets = risk_id_arrays(Episode.objects.filter(pk__in=successes.values("episode_id")), judge_config.pk) \
-        if judged else {}
-    return _design(selection=selection, seed=seed, population=judged, frame=judged, sets=sets)
+    return id_array(successes, "episode_id"), risk_id_arrays(
+        Episode.objects.filter(pk__in=successes.values("episode_id")), judge_config.pk)
 
 
 def _design(*, selection: Selection, seed: int, population: list[int], frame: list[int],

@@ -1,0 +1,65 @@
+"""Each judgment's risks kept as bits (taskgen.models.EpisodeRisks), re-read whenever validate's summary re-sums an
+episode, so a whole run's judged successes and the risks they hold come out of one index scan.
+
+The risks are the ones `risk_conditions` states (the correlated form, for a chunk of marked episodes): this module
+only stores its answers. The triggers of validate's summary mark an episode at every write a risk reads (its
+judgments, any config's, its verifier result, its task kind and run, and its evidence: taskgen migration 0022), and
+`validate_summary_refresh` calls `risks_keep` for each chunk it re-sums, in the same transaction: the kept bits are
+the risks of the committed rows as of the last refresh, like the cells. PostgreSQL only, like the summary.
+"""
+from __future__ import annotations
+
+from django.db import connection
+from django.db.models import BooleanField, ExpressionWrapper, F
+
+from taskgen.id_arrays import id_array
+from taskgen.models import Episode, EpisodeRisks, Judgment
+from taskgen.triage.risk import RISK_NAMES, risk_conditions
+
+_BITS = 6  # an episode id and its risks packed into one integer for the read: id << _BITS | risks
+if len(RISK_NAMES) > _BITS:  # pragma: no cover - a seventh risk needs a wider packing
+    raise RuntimeError("more risks than kept bits: widen _BITS")
+_INSERT = """
+INSERT INTO taskgen_episoderisks (episode_id, run_id, config_id, verdict, risks)
+SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::varchar[], %s::smallint[])
+"""
+
+
+def risk_bits(held: dict[str, bool]) -> int:
+    """The risks held as one integer: bit i for the i-th of RISK_NAMES."""
+    return sum(1 << i for i, name in enumerate(RISK_NAMES) if held[name])
+
+
+def risk_masks(episode_ids: list[int]) -> list[tuple[int, int, int, str, int]]:
+    """(episode, run, config, verdict, risk bits) for every judgment of these episodes (a chunk: one query for the
+    judgments, one per judge config among them for the risks)."""
+    judged = list(Judgment.objects.filter(episode_id__in=episode_ids).values_list(
+        "episode_id", "episode__run_id", "config_id", "verdict"))
+    bits: dict[tuple[int, int], int] = {}
+    for config_id in {config for _, _, config, _ in judged}:
+        conditions = risk_conditions(config_id, correlated=True)
+        flags = {name: ExpressionWrapper(conditions[name], output_field=BooleanField()) for name in RISK_NAMES}
+        ids = [episode for episode, _, config, _ in judged if config == config_id]
+        for row in Episode.objects.filter(pk__in=ids).annotate(**flags).values("pk", *RISK_NAMES):
+            bits[(row["pk"], config_id)] = risk_bits(row)
+    return [(episode, run, config, verdict, bits[(episode, config)]) for episode, run, config, verdict in judged]
+
+
+def risks_keep(episode_ids: list[int]) -> None:
+    """Re-read these episodes' kept risks from their committed rows (inside the summary refresh's transaction)."""
+    rows = risk_masks(episode_ids)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM taskgen_episoderisks WHERE episode_id = ANY(%s)", [list(episode_ids)])
+        if rows:
+            cursor.execute(_INSERT, [list(column) for column in zip(*rows, strict=True)])
+
+
+def kept_risk_arrays(run_id: int, config_id: int, verdict: str):
+    """The run's episodes the config judged `verdict`, and the ones of them holding each risk, as int64 numpy
+    arrays: (ids, {risk name: ids}), from one read of the kept bits (call after the summary's refresh)."""
+    rows = EpisodeRisks.objects.filter(run_id=run_id, config_id=config_id, verdict=verdict).annotate(
+        packed=F("episode_id") * (1 << _BITS) + F("risks"))
+    packed = id_array(rows, "packed")
+    ids, bits = packed >> _BITS, packed & ((1 << _BITS) - 1)
+    return ids, {name: ids[(bits >> i) & 1 == 1] for i, name in enumerate(RISK_NAMES)}
+

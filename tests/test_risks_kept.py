@@ -1,0 +1,91 @@
+"""Each judgment's risks kept beside validate's summary (taskgen/triage/risks_kept.py) against the risks read live
+(taskgen/triage/risk.py: risk_id_arrays), on PostgreSQL where the summary's triggers keep them: after every kind of
+write a risk reads (a judgment of either config, its flags, the verifier, the episode's evidence and run), the kept
+bits give exactly the live sets; the certify design over a run's judged successes reads them."""
+from __future__ import annotations
+
+import pytest
+
+from taskgen.models import Episode, Judgment, VerifierResult
+from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
+from taskgen.triage.risk import RISK_NAMES, risk_id_arrays
+from taskgen.triage.risks_kept import kept_risk_arrays
+from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, TaskFactory
+
+pytestmark = pytest.mark.django_db
+YES, NO = Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS
+REQUESTS = [{"method": "POST", "path": "/cart", "status": 200}]
+
+
+@pytest.fixture(autouse=True)
+def _kept_only_on_postgresql():
+    if not summary_available():
+        pytest.skip("the risks are kept beside validate's summary, on PostgreSQL only")
+
+
+def _live(run, config, verdict) -> tuple[list[int], dict[str, list[int]]]:
+    judged = Judgment.objects.filter(episode__run=run, config=config, verdict=verdict)
+    sets = risk_id_arrays(Episode.objects.filter(pk__in=judged.values("episode_id")), config.pk)
+    return sorted(judged.values_list("episode_id", flat=True)), {name: sorted(sets[name]) for name in RISK_NAMES}
+
+
+def _kept(run, config, verdict) -> tuple[list[int], dict[str, list[int]]]:
+    validate_summary_refresh()
+    ids, sets = kept_risk_arrays(run.pk, config.pk, verdict)
+    return sorted(ids.tolist()), {name: sorted(sets[name].tolist()) for name in RISK_NAMES}
+
+
+def _episode(run, kind: str = "info", **evidence) -> Episode:
+    return EpisodeFactory(run=run, task=TaskFactory(task_kind=kind), **evidence)
+
+
+def _every_risk(run, a, b) -> dict[str, Episode]:
+    """One episode holding each risk for config a (judged a success by it), and one holding none."""
+    made = {"no_change": _episode(run, "action", request_log=REQUESTS, data_changes=[]),
+            "inconsistent": _episode(run), "unsupported": _episode(run), "judges_disagree": _episode(run),
+            "verifier_disagrees": _episode(run), "rest": _episode(run)}
+    for name, episode in made.items():
+        JudgmentFactory(episode=episode, config=a, verdict=YES, inconsistent=name == "inconsistent",
+                        unsupported_citations=2 if name == "unsupported" else 0)
+    JudgmentFactory(episode=made["judges_disagree"], config=b, verdict=NO)
+    VerifierResult.objects.create(episode=made["verifier_disagrees"], ok=False, source="results.jsonl")
+    return made
+
+
+def assert_kept_is_live(run, configs) -> None:
+    for config in configs:
+        for verdict in (YES, NO):
+            assert _kept(run, config, verdict) == _live(run, config, verdict), (config.pk, verdict)
+
+
+def test_each_risk_is_kept_as_the_live_read_finds_it():
+    run = RunFactory()
+    a, b = JudgeConfigFactory(), JudgeConfigFactory(provider="gemini", model="gemini-x")
+    made = _every_risk(run, a, b)
+    ids, sets = _kept(run, a, YES)
+    assert ids == sorted(e.pk for e in made.values())
+    for name in RISK_NAMES:
+        assert sets[name] == [made[name].pk], name
+    assert _kept(run, b, NO)[1]["judges_disagree"] == [made["judges_disagree"].pk]
+    assert_kept_is_live(run, [a, b])
+
+
+def test_every_write_a_risk_reads_re_reads_the_kept_bits():
+    run, elsewhere = RunFactory(), RunFactory()
+    a, b = JudgeConfigFactory(), JudgeConfigFactory(provider="gemini", model="gemini-x")
+    made = _every_risk(run, a, b)
+    validate_summary_refresh()
+    Episode.objects.filter(pk=made["no_change"].pk).update(data_changes=[{"table": "cart", "op": "insert"}])
+    Judgment.objects.filter(episode=made["inconsistent"], config=a).update(inconsistent=False)
+    Judgment.objects.filter(episode=made["judges_disagree"], config=b).delete()
+    JudgmentFactory(episode=made["rest"], config=b, verdict=NO)  # a second opinion arrives
+    VerifierResult.objects.filter(episode=made["verifier_disagrees"]).update(ok=True)
+    Episode.objects.filter(pk=made["unsupported"].pk).update(run=elsewhere)
+    ids, sets = _kept(run, a, YES)
+    assert made["unsupported"].pk not in ids
+    assert sets["no_change"] == sets["inconsistent"] == sets["verifier_disagrees"] == []
+    assert sets["judges_disagree"] == [made["rest"].pk]
+    assert_kept_is_live(run, [a, b])
+    assert_kept_is_live(elsewhere, [a, b])
+    Episode.objects.filter(pk=made["rest"].pk).delete()
+    assert_kept_is_live(run, [a, b])
