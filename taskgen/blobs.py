@@ -102,7 +102,7 @@ def _write_atomically(path: Path | str, data: bytes) -> None:
     try:
         fd = os.open(tmp, flags, 0o644)
     except FileNotFoundError:  # the first blob of its prefix: make the folder (cheaper than a mkdir every time)
-        os.makedirs(folder, exist_ok=True)
+        _folder_make(folder)
         fd = os.open(tmp, flags, 0o644)
     try:
         view, written = memoryview(data), 0
@@ -111,6 +111,17 @@ def _write_atomically(path: Path | str, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def _folder_make(folder: str) -> None:
+    """Make a store folder: one mkdir when its parent exists, where os.makedirs first asks the disk whether the
+    parent exists (an import into a new store makes a folder for nearly every blob: 65,536 two-level prefixes)."""
+    try:
+        os.mkdir(folder)
+    except FileNotFoundError:  # its parent is new too (the rare case: makedirs's way)
+        os.makedirs(folder, exist_ok=True)
+    except FileExistsError:  # another worker made it just now
+        pass
 
 
 def blob_write(*, sha256: str, data: bytes) -> None:

@@ -105,8 +105,10 @@ def _read_steps(ep: EpisodeFolder, sub: str, kind: str, root: Path) -> None:
 
 
 def episode_folder_read(*, folder: Path, root: Path, shown: str, line: TaskLine) -> EpisodeFolder:
-    """Read every file the importer uses from one episode folder and hash them with the task's place in the run."""
-    resolved = inside(folder, root)  # the folder itself may be a symlink out of the run dir
+    """Read every file the importer uses from one episode folder (an entry of the run dir, whose resolved path is
+    root) and hash them with the task's place in the run."""
+    # The folder itself may be a symlink out of the run dir; one that is not costs an lstat, not a walk of the path.
+    resolved = inside(folder, root, parent_resolved=root)
     ep = EpisodeFolder(folder=folder, shown=shown, resolved=resolved)
     has_rows = _subfolder_ok(ep, "rows", root)
     candidates = [("grade_inputs.json", "grade_inputs"), ("final.png", "final")]
