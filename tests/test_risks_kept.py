@@ -89,3 +89,18 @@ def test_every_write_a_risk_reads_re_reads_the_kept_bits():
     assert_kept_is_live(elsewhere, [a, b])
     Episode.objects.filter(pk=made["rest"].pk).delete()
     assert_kept_is_live(run, [a, b])
+
+
+def test_a_chunk_reads_kept_risks_and_the_unjudged_live():
+    from taskgen.stages.export.order import chunk_risk_sets
+    from taskgen.triage.risk import risk_sets
+
+    run = RunFactory()
+    a, b = JudgeConfigFactory(), JudgeConfigFactory(provider="gemini", model="gemini-x")
+    made = _every_risk(run, a, b)
+    unjudged = _episode(run, "action", request_log=REQUESTS, data_changes=[])  # no change, judged by nobody
+    ids = [e.pk for e in made.values()] + [unjudged.pk]
+    for config in (a, b):
+        live = risk_sets(Episode.objects.filter(pk__in=ids), config.pk, correlated=True)
+        assert chunk_risk_sets(ids, config.pk) == live, config.pk
+    assert unjudged.pk in chunk_risk_sets(ids, a.pk)["no_change"]

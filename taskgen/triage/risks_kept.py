@@ -63,3 +63,20 @@ def kept_risk_arrays(run_id: int, config_id: int, verdict: str):
     ids, bits = packed >> _BITS, packed & ((1 << _BITS) - 1)
     return ids, {name: ids[(bits >> i) & 1 == 1] for i, name in enumerate(RISK_NAMES)}
 
+
+
+def kept_risk_sets(episode_ids: list[int], config_id: int) -> tuple[dict[str, set[int]], list[int]]:
+    """These episodes' kept risks for the config (one indexed read), and the ones with nothing kept: not judged by
+    it, where the risks that need no judgment (no change) must still be read live (call after the refresh)."""
+    sets: dict[str, set[int]] = {name: set() for name in RISK_NAMES}
+    array = "{" + ",".join(str(int(pk)) for pk in episode_ids) + "}"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT episode_id, risks FROM taskgen_episoderisks WHERE config_id = %s AND "
+                       "episode_id = ANY(%s::bigint[])", [config_id, array])
+        kept = cursor.fetchall()
+    for episode, bits in kept:
+        for i, name in enumerate(RISK_NAMES):
+            if bits >> i & 1:
+                sets[name].add(episode)
+    found = {episode for episode, _ in kept}
+    return sets, [pk for pk in episode_ids if pk not in found]

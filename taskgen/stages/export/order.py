@@ -23,7 +23,9 @@ from django.db.models import BooleanField, Count, Max, Q, Sum
 from django.db.models.expressions import RawSQL
 
 from taskgen.models import Episode, ExportOrder, FinalLabel, JudgeConfig, Judgment, Run, Task, VerifierResult
+from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
 from taskgen.triage.risk import RISK_NAMES, risk_sets
+from taskgen.triage.risks_kept import kept_risk_sets
 
 FIRST_CHUNK = 8192  # episodes read at once; each further chunk doubles, up to LAST_CHUNK
 LAST_CHUNK = 32768
@@ -162,9 +164,22 @@ class Chunk:
     def risks(self) -> dict[str, set[int]]:
         """The chunk's episodes holding each risk (taskgen/triage/risk.py), read the first time they are asked for."""
         if self._risks is None:
-            self._risks = risk_sets(Episode.objects.filter(among(Episode, [r["id"] for r in self.rows])),
-                                    self.config_id, correlated=True)
+            self._risks = chunk_risk_sets([r["id"] for r in self.rows], self.config_id)
         return self._risks
+
+
+def chunk_risk_sets(ids: list[int], config_id: int | None) -> dict[str, set[int]]:
+    """The risks a few thousand known episodes hold for the config: kept beside validate's summary where it is kept
+    (one indexed read; the episodes the config did not judge read live), else read live, a correlated query a risk."""
+    if config_id is None or not summary_available():
+        return risk_sets(Episode.objects.filter(among(Episode, ids)), config_id, correlated=True)
+    validate_summary_refresh()
+    sets, unkept = kept_risk_sets(ids, config_id)
+    if unkept:
+        for name, members in risk_sets(Episode.objects.filter(among(Episode, unkept)), config_id,
+                                       correlated=True).items():
+            sets[name] |= members
+    return sets
 
 
 def _chunk(ids: list[int], judge_config: JudgeConfig | None) -> Chunk:
@@ -217,7 +232,6 @@ def read_risk_sets(ids, *, run: Run, judge_config: JudgeConfig | None,
             for name, members in chunk.risks().items():
                 sets[name] |= members & covered
     if wanted:
-        for name, members in risk_sets(Episode.objects.filter(among(Episode, wanted)), config_id,
-                                       correlated=True).items():
+        for name, members in chunk_risk_sets(list(wanted), config_id).items():
             sets[name] |= members
     return sets
