@@ -5,6 +5,7 @@ bits give exactly the live sets; the certify design over a run's judged successe
 from __future__ import annotations
 
 import pytest
+from django.db.models import Q
 
 from taskgen.models import Episode, Judgment, VerifierResult
 from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
@@ -104,3 +105,21 @@ def test_a_chunk_reads_kept_risks_and_the_unjudged_live():
         live = risk_sets(Episode.objects.filter(pk__in=ids), config.pk, correlated=True)
         assert chunk_risk_sets(ids, config.pk) == live, config.pk
     assert unjudged.pk in chunk_risk_sets(ids, a.pk)["no_change"]
+
+
+@pytest.mark.parametrize("which", ["a", "b", "any"])
+def test_risk_reasons_read_with_its_sql_kept_as_the_orm_reads_them(which):
+    from taskgen.triage import risk
+
+    run = RunFactory()
+    a, b = JudgeConfigFactory(), JudgeConfigFactory(provider="gemini", model="gemini-x")
+    made = _every_risk(run, a, b)
+    VerifierResult.objects.create(episode=made["rest"], ok=True, source="results.jsonl", detail={"checks": ["x"]})
+    config_id = {"a": a.pk, "b": b.pk, "any": None}[which]
+    ids = sorted(e.pk for e in made.values())
+    for some in (ids, ids[:2], ids[3:], []):  # the second call on reads the SQL built by the first
+        kept = sorted(risk._reasons_read(some, config_id), key=lambda row: row["pk"])
+        built = sorted(risk._reasons_query(Q(pk__in=some), config_id), key=lambda row: row["pk"])
+        assert kept == built
+    assert risk.risk_reasons(ids, a.pk)[made["unsupported"].pk] == [
+        "the judge cites evidence that is not there (2 citations)"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, F
 
-from taskgen.id_arrays import id_array
+from taskgen.id_arrays import id_array, ids_literal
 from taskgen.models import Episode, EpisodeRisks, Judgment
 from taskgen.triage.risk import RISK_NAMES, risk_conditions
 
@@ -69,10 +69,9 @@ def kept_risk_sets(episode_ids: list[int], config_id: int) -> tuple[dict[str, se
     """These episodes' kept risks for the config (one indexed read), and the ones with nothing kept: not judged by
     it, where the risks that need no judgment (no change) must still be read live (call after the refresh)."""
     sets: dict[str, set[int]] = {name: set() for name in RISK_NAMES}
-    array = "{" + ",".join(str(int(pk)) for pk in episode_ids) + "}"
     with connection.cursor() as cursor:
         cursor.execute("SELECT episode_id, risks FROM taskgen_episoderisks WHERE config_id = %s AND "
-                       "episode_id = ANY(%s::bigint[])", [config_id, array])
+                       "episode_id = ANY(%s::bigint[])", [config_id, ids_literal(episode_ids)])
         kept = cursor.fetchall()
     for episode, bits in kept:
         for i, name in enumerate(RISK_NAMES):

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from django.db import IntegrityError, transaction
 
-from taskgen.id_arrays import id_array
+from taskgen.id_arrays import among, id_array
 from taskgen.models import CertifyDesign, Episode, FinalLabel, JudgeConfig, Judgment, LabelVerdict, Run
 from taskgen.stages.certify.bound import StratumCount, design_walk
-from taskgen.stages.export.order import SelectContext, among, read_risk_sets
+from taskgen.stages.export.order import SelectContext, read_risk_sets
 from taskgen.stages.export.select import Selection, export_select
 from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
 from taskgen.triage.risk import STRATA, risk_id_arrays, risk_sets, risk_stratum

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import BooleanField, Count, Max, Q, Sum
-from django.db.models.expressions import RawSQL
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Max, Sum
 
+from taskgen.id_arrays import among
 from taskgen.models import Episode, ExportOrder, FinalLabel, JudgeConfig, Judgment, Run, Task, VerifierResult
 from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
 from taskgen.triage.risk import RISK_NAMES, risk_sets
@@ -138,16 +138,6 @@ def _export_order(run: Run) -> tuple[array, str]:
     except IntegrityError:
         pass  # kept by another request at the same moment, from the same episodes
     return _ids_unpacked(packed), order_from
-
-
-def among(model, ids, column: str = "id"):
-    """A filter: `column` of `model` is one of `ids`. On PostgreSQL one array parameter (`= ANY(%s)`): an IN list of
-    thousands of placeholders costs more to build and send than the query costs to run."""
-    if connection.vendor == "postgresql":
-        sql = f'"{model._meta.db_table}"."{column}" = ANY(%s::bigint[])'  # names from the model; ids a parameter
-        array = "{" + ",".join(str(int(pk)) for pk in ids) + "}"  # one text parameter: quoted at once, not per id
-        return RawSQL(sql, (array,), output_field=BooleanField())  # noqa: S611
-    return Q(**{f"{column}__in": list(ids)})
 
 
 @dataclass
