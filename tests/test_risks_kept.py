@@ -10,7 +10,7 @@ from django.db.models import Q
 from taskgen.models import Episode, Judgment, VerifierResult
 from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
 from taskgen.triage.risk import RISK_NAMES, risk_id_arrays
-from taskgen.triage.risks_kept import kept_risk_arrays
+from taskgen.triage.risks_kept import kept_risk_arrays, risks_refresh
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, TaskFactory
 
 pytestmark = pytest.mark.django_db
@@ -32,6 +32,7 @@ def _live(run, config, verdict) -> tuple[list[int], dict[str, list[int]]]:
 
 def _kept(run, config, verdict) -> tuple[list[int], dict[str, list[int]]]:
     validate_summary_refresh()
+    risks_refresh()
     ids, sets = kept_risk_arrays(run.pk, config.pk, verdict)
     return sorted(ids.tolist()), {name: sorted(sets[name].tolist()) for name in RISK_NAMES}
 

@@ -27,6 +27,7 @@ from taskgen.models.pipeline import Export, ExportOrder, LabelRestoreLine, Pipel
 from taskgen.models.sites import INSTRUCTION_SORT_CHARS, ProposalBatch, Site, Task, TaskEdit
 from taskgen.models.validate_summary import (
     EpisodeRisks,
+    RiskDirtyEpisode,
     ValidateCell,
     ValidateDirtyEpisode,
     ValidateEpisodeCell,
@@ -36,6 +37,6 @@ __all__ = [
     "Blob", "CertifyDesign", "Episode", "EpisodeRisks", "Export", "ExportOrder", "FinalLabel", "FinalLabelChange",
     "INSTRUCTION_SORT_CHARS", "JudgeAnswer", "JudgeBatchJob", "JudgeBatchRequest", "JudgeConfig", "JudgeRateWindow",
     "Judgment", "Label", "LabelChange", "LabelRestoreLine", "LabelVerdict", "PipelineRun", "ProposalBatch",
-    "ReviewerCheck", "Run", "Screenshot", "Site", "Task", "TaskEdit", "ValidateCell", "ValidateDirtyEpisode",
-    "ValidateEpisodeCell", "VerifierResult", "WorkUnit",
+    "ReviewerCheck", "RiskDirtyEpisode", "Run", "Screenshot", "Site", "Task", "TaskEdit", "ValidateCell",
+    "ValidateDirtyEpisode", "ValidateEpisodeCell", "VerifierResult", "WorkUnit",
 ]

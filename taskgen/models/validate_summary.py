@@ -88,3 +88,17 @@ class EpisodeRisks(models.Model):
 
     def __str__(self) -> str:
         return f"episode {self.episode_id} config {self.config_id}: risks {self.risks:#b}"
+
+
+class RiskDirtyEpisode(models.Model):
+    """An episode validate's summary re-summed whose kept risks (EpisodeRisks) are still to be re-read: written by the
+    summary's refresh, consumed by `taskgen/triage/risks_kept.py: risks_refresh` when the kept risks are read (or by
+    beat), so a page that reads only the cells never pays for the risks."""
+
+    episode_id = models.BigIntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["episode_id"], name="risk_dirty_episode")]
+
+    def __str__(self) -> str:
+        return f"episode {self.episode_id}"

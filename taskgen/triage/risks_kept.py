@@ -3,13 +3,15 @@ episode, so a whole run's judged successes and the risks they hold come out of o
 
 The risks are the ones `risk_conditions` states (the correlated form, for a chunk of marked episodes): this module
 only stores its answers. The triggers of validate's summary mark an episode at every write a risk reads (its
-judgments, any config's, its verifier result, its task kind and run, and its evidence: taskgen migration 0022), and
-`validate_summary_refresh` calls `risks_keep` for each chunk it re-sums, in the same transaction: the kept bits are
-the risks of the committed rows as of the last refresh, like the cells. PostgreSQL only, like the summary.
+judgments, any config's, its verifier result, its task kind and run, and its evidence: taskgen migration 0022);
+`validate_summary_refresh` passes each episode it re-sums on (RiskDirtyEpisode, in its own statement), and
+`risks_refresh` re-reads those when the kept risks are about to be read: a page that reads only the cells never
+pays for them. Read after both refreshes, the kept bits are the risks of the committed rows, like the cells.
+PostgreSQL only, like the summary.
 """
 from __future__ import annotations
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import BooleanField, ExpressionWrapper, F
 
 from taskgen.id_arrays import id_array, ids_literal
@@ -54,9 +56,35 @@ def risks_keep(episode_ids: list[int]) -> None:
             cursor.execute(_INSERT, [list(column) for column in zip(*rows, strict=True)])
 
 
+_LOCK = 7_318_413  # pg_advisory_xact_lock key: one re-read of the kept risks at a time (the summary's is ..412)
+CHUNK = 5000  # marked episodes re-read per transaction
+_TAKE = """
+DELETE FROM taskgen_riskdirtyepisode WHERE id IN (
+    SELECT id FROM taskgen_riskdirtyepisode WHERE id <= %s ORDER BY id LIMIT %s)
+RETURNING episode_id
+"""
+
+
+def risks_refresh() -> None:
+    """Re-read the kept risks of every episode validate's summary has re-summed since they were last read (call it
+    after `validate_summary_refresh`, before reading them; beat does too): a chunk a transaction, under a lock, each
+    from the rows committed when its transaction reads them."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT max(id) FROM taskgen_riskdirtyepisode")
+        upto = cursor.fetchone()[0]
+    while upto is not None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK])
+            cursor.execute(_TAKE, [upto, CHUNK])
+            episodes = sorted({row[0] for row in cursor.fetchall()})
+            if not episodes:
+                break
+            risks_keep(episodes)
+
+
 def kept_risk_arrays(run_id: int, config_id: int, verdict: str):
     """The run's episodes the config judged `verdict`, and the ones of them holding each risk, as int64 numpy
-    arrays: (ids, {risk name: ids}), from one read of the kept bits (call after the summary's refresh)."""
+    arrays: (ids, {risk name: ids}), from one read of the kept bits (call after both refreshes)."""
     rows = EpisodeRisks.objects.filter(run_id=run_id, config_id=config_id, verdict=verdict).annotate(
         packed=F("episode_id") * (1 << _BITS) + F("risks"))
     packed = id_array(rows, "packed")
@@ -67,7 +95,7 @@ def kept_risk_arrays(run_id: int, config_id: int, verdict: str):
 
 def kept_risk_sets(episode_ids: list[int], config_id: int) -> tuple[dict[str, set[int]], list[int]]:
     """These episodes' kept risks for the config (one indexed read), and the ones with nothing kept: not judged by
-    it, where the risks that need no judgment (no change) must still be read live (call after the refresh)."""
+    it, where the risks that need no judgment (no change) must still be read live (call after both refreshes)."""
     sets: dict[str, set[int]] = {name: set() for name in RISK_NAMES}
     with connection.cursor() as cursor:
         cursor.execute("SELECT episode_id, risks FROM taskgen_episoderisks WHERE config_id = %s AND "

@@ -25,7 +25,7 @@ from taskgen.id_arrays import among
 from taskgen.models import Episode, ExportOrder, FinalLabel, JudgeConfig, Judgment, Run, Task, VerifierResult
 from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
 from taskgen.triage.risk import RISK_NAMES, risk_sets
-from taskgen.triage.risks_kept import kept_risk_sets
+from taskgen.triage.risks_kept import kept_risk_sets, risks_refresh
 
 FIRST_CHUNK = 8192  # episodes read at once; each further chunk doubles, up to LAST_CHUNK
 LAST_CHUNK = 32768
@@ -164,6 +164,7 @@ def chunk_risk_sets(ids: list[int], config_id: int | None) -> dict[str, set[int]
     if config_id is None or not summary_available():
         return risk_sets(Episode.objects.filter(among(Episode, ids)), config_id, correlated=True)
     validate_summary_refresh()
+    risks_refresh()
     sets, unkept = kept_risk_sets(ids, config_id)
     if unkept:
         for name, members in risk_sets(Episode.objects.filter(among(Episode, unkept)), config_id,

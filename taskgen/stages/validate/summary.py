@@ -8,8 +8,8 @@ admin, a bulk COPY). `validate_summary_refresh` takes the marked episodes out of
 them back where they count now, in one statement under a lock, so the cells always equal a count from scratch of the
 committed rows; the page refreshes before it reads. A chunk takes all the marks of its episodes (up to the refresh's
 last mark): an episode imported, judged twice and verified is re-summed once, not four times. `summary_cells`
-answers what the live grouped query answers (`service._live_cells`), in the same shape. Each chunk's judgments also
-have their risks re-read and kept (taskgen/triage/risks_kept.py), for the certify design of validate's estimate.
+answers what the live grouped query answers (`service._live_cells`), in the same shape. Each re-summed episode is
+also marked for its kept risks to be re-read (taskgen/triage/risks_kept.py) when they are next read.
 """
 from __future__ import annotations
 
@@ -17,17 +17,18 @@ from collections import defaultdict
 
 from django.db import connection, transaction
 
-from taskgen.triage.risks_kept import risks_keep
-
 _LOCK = 7_318_412  # pg_advisory_xact_lock key: one refresh at a time
 _KEYS = "run_id, site_id, task_kind, config_a, config_b, verdict_a, verdict_b, verifier, final"
 _REFRESH = f"""
-WITH chunk AS (SELECT unnest(%(episodes)s::bigint[]) AS episode_id),
+WITH chunk AS (
+    SELECT DISTINCT episode_id FROM (
+        SELECT episode_id FROM review_validatedirtyepisode WHERE id <= %(upto)s ORDER BY id LIMIT %(chunk)s) first),
 marked AS (
     DELETE FROM review_validatedirtyepisode d USING chunk
     WHERE d.episode_id = chunk.episode_id AND d.id <= %(upto)s
     RETURNING d.episode_id),
 episodes AS (SELECT DISTINCT episode_id AS id FROM marked),
+risks_to_read AS (INSERT INTO taskgen_riskdirtyepisode (episode_id) SELECT id FROM episodes),
 taken_out AS (
     DELETE FROM review_validateepisodecell c USING episodes WHERE c.episode_id = episodes.id
     RETURNING {_KEYS}, -1 AS n, -cost_a AS cost_a, -cost_b AS cost_b),
@@ -57,10 +58,6 @@ INSERT INTO review_validatecell ({_KEYS}, n, cost_a, cost_b) SELECT * FROM moved
 ON CONFLICT ({_KEYS}) DO UPDATE SET n = review_validatecell.n + excluded.n,
     cost_a = review_validatecell.cost_a + excluded.cost_a, cost_b = review_validatecell.cost_b + excluded.cost_b
 """  # noqa: S608 (only the constant column list above is formatted in)
-_CHUNK = """
-SELECT DISTINCT episode_id FROM (
-    SELECT episode_id FROM review_validatedirtyepisode WHERE id <= %(upto)s ORDER BY id LIMIT %(chunk)s) first
-"""
 _READ = """
 SELECT site_id, task_kind, config_a, config_b, verdict_a, verdict_b, verifier, final,
        sum(n)::bigint, sum(cost_a), sum(cost_b)
@@ -101,10 +98,7 @@ def validate_summary_refresh() -> None:
     while upto is not None:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK])
-            cursor.execute(_CHUNK, {"upto": upto, "chunk": CHUNK})
-            episodes = [row[0] for row in cursor.fetchall()]
-            cursor.execute(_REFRESH, {"upto": upto, "episodes": episodes})
-            risks_keep(episodes)
+            cursor.execute(_REFRESH, {"upto": upto, "chunk": CHUNK})
             cursor.execute("DELETE FROM review_validatecell WHERE n = 0")
             cursor.execute("SELECT min(id) FROM review_validatedirtyepisode WHERE id <= %s", [upto])
             if cursor.fetchone()[0] is None:
