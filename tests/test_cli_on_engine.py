@@ -14,7 +14,6 @@ from django.utils import timezone
 from taskgen.models import Episode, Export, PipelineRun, Run
 from taskgen.stages.export import output as export_output
 from taskgen.stages.import_ import service as importer
-from taskgen.stages.import_ import work as import_work
 from tests.rundirs import build_run
 from tests.runfiles import load_run_dir, write_run_dir
 from tests.test_rows_export import HAND_TASKS
@@ -69,12 +68,13 @@ def test_an_import_that_failed_is_resumed_and_imports_the_run(tmp_path, monkeypa
     def lost_disk(**kwargs):
         raise OSError("the disk went away")
 
-    monkeypatch.setattr(import_work, "import_run_dir", lost_disk)
+    real_import = importer.import_run_dir
+    monkeypatch.setattr(importer, "import_run_dir", lost_disk)  # the import's work reads it from here when it runs
     code, _, err = _taskgen("import", str(run_dir))
     pipeline_run = PipelineRun.objects.get(stage="import")
     assert code == 1 and "the disk went away" in err and f"taskgen resume {pipeline_run.pk}" in err
     assert pipeline_run.units.get().status == "failed" and not Episode.objects.exists()
-    monkeypatch.setattr(import_work, "import_run_dir", importer.import_run_dir)
+    monkeypatch.setattr(importer, "import_run_dir", real_import)
     assert _taskgen("resume", str(pipeline_run.pk), "--workers", "1")[0] == 0
     pipeline_run.refresh_from_db()
     assert pipeline_run.status == "done" and pipeline_run.result["episodes_added"] == 2
