@@ -29,7 +29,7 @@ from django.db.models import (
 from django.db.models.lookups import GreaterThan
 
 from taskgen.id_arrays import among, id_array, ids_literal
-from taskgen.models import Episode, JudgeConfig, Judgment, VerifierResult
+from taskgen.models import Episode, Judgment, VerifierResult
 from taskgen.triage.filters import Facts, JoinedFacts, judge_disagrees_with_verifier
 
 YES, NO = Judgment.Verdict.SUCCESS, Judgment.Verdict.NOT_SUCCESS
@@ -208,20 +208,10 @@ def _disagreements_as_joins(config_id: int | None) -> dict[str, Q]:
     # the opposite verdict is another config's: an episode has one judgment per config
     judges = mine.filter(Q(verdict=YES, episode__judgments__verdict=NO) | Q(
         verdict=NO, episode__judgments__verdict=YES))
-    if config_id and not _others_judged(config_id):  # no other config has judged anything: nothing to join
-        judges = judges.none()
     verifier = mine.filter(Q(verdict=YES, episode__verifier_result__ok=False) | Q(
         verdict=NO, episode__verifier_result__ok=True))
     return {"judges_disagree": Q(pk__in=judges.values("episode_id")),
             "verifier_disagrees": Q(pk__in=verifier.values("episode_id"))}
-
-
-def _others_judged(config_id: int) -> bool:
-    """Whether any config besides this one has a judgment (an index probe a config): a database judged by one config
-    has no "another judge config says otherwise", and a whole run's read of it was a join of every judgment with
-    every other (a second at a million episodes) to find none."""
-    others = JudgeConfig.objects.exclude(pk=config_id).values_list("pk", flat=True)
-    return any(Judgment.objects.filter(config_id=pk).exists() for pk in others)
 
 
 def risk_stratum(episode_id: int, sets: dict[str, set[int]]) -> str:

@@ -27,9 +27,9 @@ from taskgen.models import CertifyDesign, Episode, FinalLabel, JudgeConfig, Judg
 from taskgen.stages.certify.bound import StratumCount, design_walk
 from taskgen.stages.export.order import SelectContext, read_risk_sets
 from taskgen.stages.export.select import Selection, export_select
-from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
+from taskgen.stages.validate.summary import summary_and_risks_refresh, summary_available
 from taskgen.triage.risk import STRATA, risk_id_arrays, risk_sets, risk_stratum
-from taskgen.triage.risks_kept import kept_risk_arrays, risks_refresh
+from taskgen.triage.risks_kept import kept_risk_arrays
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 MANY = 10_000  # episodes of one run whose final labels are read as the run's, not listed one by one
@@ -153,8 +153,7 @@ def _judged_successes(run: Run, judge_config: JudgeConfig) -> tuple:
     """The run's episodes the config judged a success and the ones of them holding each risk, as id arrays: kept
     beside validate's summary where it is kept (one index scan), else read a query per risk."""
     if summary_available():
-        validate_summary_refresh()
-        risks_refresh()
+        summary_and_risks_refresh()
         return kept_risk_arrays(run.pk, judge_config.pk, Judgment.Verdict.SUCCESS)
     successes = Judgment.objects.filter(episode__run=run, config=judge_config, verdict=Judgment.Verdict.SUCCESS)
     # the risks read over the run's judged successes as a subquery, not as a list of their ids (half a million)

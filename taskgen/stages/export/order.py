@@ -23,9 +23,9 @@ from django.db.models import Count, Max, Sum
 
 from taskgen.id_arrays import among
 from taskgen.models import Episode, ExportOrder, FinalLabel, JudgeConfig, Judgment, Run, Task, VerifierResult
-from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
+from taskgen.stages.validate.summary import summary_and_risks_refresh, summary_available
 from taskgen.triage.risk import RISK_NAMES, risk_sets
-from taskgen.triage.risks_kept import kept_risk_sets, risks_refresh
+from taskgen.triage.risks_kept import kept_risk_sets
 
 FIRST_CHUNK = 8192  # episodes read at once; each further chunk doubles, up to LAST_CHUNK
 LAST_CHUNK = 32768
@@ -163,8 +163,7 @@ def chunk_risk_sets(ids: list[int], config_id: int | None) -> dict[str, set[int]
     (one indexed read; the episodes the config did not judge read live), else read live, a correlated query a risk."""
     if config_id is None or not summary_available():
         return risk_sets(Episode.objects.filter(among(Episode, ids)), config_id, correlated=True)
-    validate_summary_refresh()
-    risks_refresh()
+    summary_and_risks_refresh()
     sets, unkept = kept_risk_sets(ids, config_id)
     if unkept:
         for name, members in risk_sets(Episode.objects.filter(among(Episode, unkept)), config_id,

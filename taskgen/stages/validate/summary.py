@@ -17,6 +17,8 @@ from collections import defaultdict
 
 from django.db import connection, transaction
 
+from taskgen.triage.risks_kept import risks_refresh
+
 _LOCK = 7_318_412  # pg_advisory_xact_lock key: one refresh at a time
 _KEYS = "run_id, site_id, task_kind, config_a, config_b, verdict_a, verdict_b, verifier, final"
 _REFRESH = f"""
@@ -103,6 +105,12 @@ def validate_summary_refresh() -> None:
             cursor.execute("SELECT min(id) FROM review_validatedirtyepisode WHERE id <= %s", [upto])
             if cursor.fetchone()[0] is None:
                 break
+
+
+def summary_and_risks_refresh() -> None:
+    """Bring the cells and the kept risks up to date (what a reader of the kept risks calls first)."""
+    validate_summary_refresh()
+    risks_refresh()
 
 
 def _fetch(run_ids: list[int], config_id: int, other_id: int | None) -> list[tuple]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
-from taskgen.triage.risks_kept import risks_refresh
+from taskgen.stages.validate.summary import summary_and_risks_refresh, summary_available
 
 
 @shared_task(name="taskgen.stages.validate.tasks.validate_summary_refresh_task")
@@ -14,6 +13,5 @@ def validate_summary_refresh_task() -> bool:
     kept (SQLite)."""
     if not summary_available():
         return False
-    validate_summary_refresh()
-    risks_refresh()
+    summary_and_risks_refresh()
     return True
