@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "taskgen.settings")
 os.environ.setdefault("TASKGEN_MEDIA_ROOT", str(Path(tempfile.gettempdir()) / "taskgen-bench-serve-media"))
 
-from bench.cpu import scratch_database_ensure  # noqa: E402
+from bench.cpu import pid_cpu, scratch_database_ensure  # noqa: E402
 
 RUN_NAME = "bench-serve"
 PASSWORD = "bench-serve-password-1"  # noqa: S105 (a scratch database's bench users)
@@ -217,15 +217,6 @@ def _watch_connections(stop: threading.Event, peak: list[int]) -> None:
         stop.wait(0.5)
 
 
-def _cpu_of(pid: int) -> float:
-    """CPU seconds (user + system) a process has used, 0 when it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _server_cpu(master: int) -> dict[int, float]:
     """CPU seconds so far of each server process: gunicorn's master and workers, and the database's backends."""
     from django.db import connection
@@ -236,7 +227,7 @@ def _server_cpu(master: int) -> dict[int, float]:
         cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> "
                        "pg_backend_pid()")
         pids += [row[0] for row in cursor.fetchall()]
-    return {pid: _cpu_of(pid) for pid in pids}
+    return {pid: pid_cpu(pid) for pid in pids}
 
 
 def _cpu_per_request(before: dict[int, float], after: dict[int, float], requests_made: int) -> float:
