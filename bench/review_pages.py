@@ -129,12 +129,13 @@ def _validate_and_certify(client, run, repeat: int) -> list[str]:
 
     from taskgen.models import JudgeConfig
     from taskgen.stages.certify.service import CertifyParams, certificate_compute
-    from taskgen.stages.validate.summary import validate_summary_refresh
+    from taskgen.stages.validate.summary import summary_and_risks_refresh
 
     config = JudgeConfig.objects.get(provider="rules", model="rules-v1", prompt_version="v1")
     started = time.perf_counter()
-    validate_summary_refresh()  # what beat does after a bulk load, so the page reads an up-to-date summary
-    print(f"validate summary brought up to date in {time.perf_counter() - started:.1f} s", flush=True)
+    summary_and_risks_refresh()  # what beat does after a bulk load, so the page reads an up-to-date summary
+    vacuum()  # and autovacuum soon after (off on this machine): the summary's new rows' statistics
+    print(f"validate summary and kept risks brought up to date in {time.perf_counter() - started:.1f} s", flush=True)
     urls = []
     for label, against in (("validate: vs verifiers", "verifier"), ("validate: vs final labels", "human")):
         url = f"{reverse('review:validate')}?{urlencode({'runs': run.pk, 'config': config.pk, 'against': against})}"

@@ -31,7 +31,7 @@ def id_array(queryset: QuerySet, field: str = "pk"):
 def ids_literal(ids) -> str:
     """Ids as one PostgreSQL array literal ('{1,2,3}'), passed as a single parameter (`= ANY(%s::bigint[])`): an
     IN list of thousands of placeholders costs more to build and send than the query costs to run."""
-    return "{" + ",".join(str(int(pk)) for pk in ids) + "}"
+    return "{" + ",".join(map(str, map(int, ids))) + "}"
 
 
 def among(model, ids, column: str = "id"):

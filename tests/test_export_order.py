@@ -32,10 +32,12 @@ def _add_episodes(run, config, rng: random.Random, count: int) -> None:
             VerifierResult.objects.create(episode=episode, ok=rng.random() < 0.5, source="sandbox")
 
 
-def _oracle(run, config, *, budget: int, exclude_inconsistent: bool, labels_ignored: bool) -> list[int]:
+def _oracle(run, config, *, budget: int, exclude_inconsistent: bool, labels_ignored: bool,
+            source: str = "judge") -> list[int]:
     """The rules written out over every episode: sites by name, round robin, each site's episodes by (task order,
-    id); judged successes less a Not success label, a failed verifier and (if cut) an inconsistent verdict; whole
-    episodes with rows until the steps reach the budget."""
+    id); what the source approves (the judge's successes, the final labels' successes, or a final label over the
+    judge), less a Not success label (and for a label over the judge an Unsure one), a failed verifier and (if cut) an
+    inconsistent verdict; whole episodes with rows until the steps reach the budget."""
     episodes = list(Episode.objects.filter(run=run).select_related("site"))
     by_site: dict[str, list[Episode]] = {}
     for episode in sorted(episodes, key=lambda e: (e.task_order, e.pk)):
@@ -46,8 +48,10 @@ def _oracle(run, config, *, budget: int, exclude_inconsistent: bool, labels_igno
     verifier = dict(VerifierResult.objects.filter(episode__run=run).values_list("episode_id", "ok"))
     picked, steps = [], 0
     for episode in order:
-        judgment = judgments[episode.pk]
-        if judgment.verdict != Judgment.Verdict.SUCCESS or finals.get(episode.pk) == "NOT SUCCESS":
+        judgment, final = judgments[episode.pk], finals.get(episode.pk)
+        judge_yes, human_yes = judgment.verdict == Judgment.Verdict.SUCCESS, final == "SUCCESS"
+        approved = {"judge": judge_yes, "human": human_yes, "human-over-judge": judge_yes or human_yes}[source]
+        if not approved or final == "NOT SUCCESS" or (source == "human-over-judge" and final == "UNSURE"):
             continue
         if verifier.get(episode.pk) is False or (exclude_inconsistent and judgment.inconsistent):
             continue
@@ -75,6 +79,32 @@ def test_the_kept_order_read_in_chunks_picks_exactly_what_the_rules_pick(monkeyp
                 expected = _oracle(run, config, budget=budget, exclude_inconsistent=cut, labels_ignored=ignored)
                 assert [c.episode_id for c in fast.picked] == [c.episode_id for c in whole.picked] == expected
         _add_episodes(run, config, rng, 25)  # the kept order is stale now: its signature says so
+
+
+@pytest.mark.parametrize("source", ["human", "human-over-judge"])
+def test_each_source_reads_in_chunks_what_the_rules_pick(monkeypatch, source):
+    """A chunk keeps only the episodes some source can approve (the judge's successes and the final labels'
+    successes): a final label's success the judge failed is still picked by the sources that read labels."""
+    monkeypatch.setattr(export_order_module, "FIRST_CHUNK", 7)
+    monkeypatch.setattr(export_order_module, "LAST_CHUNK", 20)
+    rng = random.Random(3)
+    run, config = RunFactory(), JudgeConfigFactory()
+    _add_episodes(run, config, rng, 120)
+    overturned = Judgment.objects.filter(config=config, verdict=Judgment.Verdict.NOT_SUCCESS, episode__has_rows=True,
+                                         episode__row_count__gt=0).values_list("episode_id", flat=True)[:5]
+    for pk in overturned:
+        FinalLabel.objects.update_or_create(episode_id=pk, defaults={"verdict": "SUCCESS", "adjudicated": False})
+    VerifierResult.objects.filter(episode_id__in=overturned).delete()
+    for budget in (5, 40, 10_000):
+        for cut in (False, True):
+            kwargs = {"run": run, "judge_config": config, "budget": budget, "source": source,
+                      "exclude_risk": ("inconsistent",) if cut else ()}
+            fast = export_select(**kwargs, stop_at_budget=True, context=SelectContext())
+            expected = _oracle(run, config, budget=budget, exclude_inconsistent=cut, labels_ignored=False,
+                               source=source)
+            assert [c.episode_id for c in fast.picked] == expected
+    whole = export_select(run=run, judge_config=config, budget=10_000, source=source)
+    assert set(overturned) <= {c.episode_id for c in whole.picked}
 
 
 def test_the_order_is_kept_and_computed_again_only_when_the_run_changes():

@@ -58,6 +58,7 @@ def risks_keep(episode_ids: list[int]) -> None:
 
 _LOCK = 7_318_413  # pg_advisory_xact_lock key: one re-read of the kept risks at a time (the summary's is ..412)
 CHUNK = 5000  # marked episodes re-read per transaction
+BULK = 50_000  # episodes re-read by one refresh after which the table's statistics are read again (ANALYZE)
 _TAKE = """
 DELETE FROM taskgen_riskdirtyepisode WHERE id IN (
     SELECT id FROM taskgen_riskdirtyepisode WHERE id <= %s ORDER BY id LIMIT %s)
@@ -68,10 +69,13 @@ RETURNING episode_id
 def risks_refresh() -> None:
     """Re-read the kept risks of every episode validate's summary has re-summed since they were last read (call it
     after `validate_summary_refresh`, before reading them; beat does too): a chunk a transaction, under a lock, each
-    from the rows committed when its transaction reads them."""
+    from the rows committed when its transaction reads them. After a bulk re-read (a load, an upgrade) the table's
+    statistics are brought up to date at once: read with the empty table's, a few thousand ids looked up by episode
+    were a sequential scan of a million rows (0.2 s against 0.02 s), and autovacuum may be late, or off."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT max(id) FROM taskgen_riskdirtyepisode")
         upto = cursor.fetchone()[0]
+    reread = 0
     while upto is not None:
         with transaction.atomic(), connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_LOCK])
@@ -80,6 +84,10 @@ def risks_refresh() -> None:
             if not episodes:
                 break
             risks_keep(episodes)
+            reread += len(episodes)
+    if reread >= BULK:
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE taskgen_episoderisks")
 
 
 def kept_risk_arrays(run_id: int, config_id: int, verdict: str):

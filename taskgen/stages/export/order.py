@@ -22,13 +22,24 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Sum
 
 from taskgen.id_arrays import among
-from taskgen.models import Episode, ExportOrder, FinalLabel, JudgeConfig, Judgment, Run, Task, VerifierResult
+from taskgen.models import (
+    Episode,
+    ExportOrder,
+    FinalLabel,
+    JudgeConfig,
+    Judgment,
+    LabelVerdict,
+    Run,
+    Task,
+    VerifierResult,
+)
 from taskgen.stages.validate.summary import summary_and_risks_refresh, summary_available
 from taskgen.triage.risk import RISK_NAMES, risk_sets
 from taskgen.triage.risks_kept import kept_risk_sets
 
-FIRST_CHUNK = 8192  # episodes read at once; each further chunk doubles, up to LAST_CHUNK
-LAST_CHUNK = 32768
+FIRST_CHUNK = 8192  # episodes read at once; each further chunk doubles, up to LAST_CHUNK (the same: a selection at
+# the reference's budget needs about 25,000 of a million-episode run, and doubling read 57,000)
+LAST_CHUNK = 8192
 ROW_FIELDS = ("id", "task_order", "task__task_id", "site__slug", "has_rows", "row_count", "content_hash")
 
 
@@ -142,7 +153,7 @@ def _export_order(run: Run) -> tuple[array, str]:
 
 @dataclass
 class Chunk:
-    """A stretch of the order: each episode's row and what decides its selection."""
+    """A stretch of the order: each episode some source can approve (its row) and what decides its selection."""
 
     rows: list[dict]
     finals: dict[int, tuple[str, bool]]
@@ -173,15 +184,19 @@ def chunk_risk_sets(ids: list[int], config_id: int | None) -> dict[str, set[int]
 
 
 def _chunk(ids: list[int], judge_config: JudgeConfig | None) -> Chunk:
-    found = _chunk_rows(ids)
+    """A stretch of the order with what decides each episode: the rows, verifier results and (when asked) risks of
+    only the episodes some source can approve (the config's judged successes and the final labels' successes: any
+    other episode no source selects nor counts), about half of those the stretch holds."""
     finals = {pk: (verdict, adjudicated) for pk, verdict, adjudicated in FinalLabel.objects.filter(
         among(FinalLabel, ids, "episode_id")).values_list("episode_id", "verdict", "adjudicated")}
     judge_yes = set() if judge_config is None else set(
         Judgment.objects.filter(among(Judgment, ids, "episode_id"), config=judge_config,
                                 verdict=Judgment.Verdict.SUCCESS).values_list("episode_id", flat=True))
-    failed = set(VerifierResult.objects.filter(among(VerifierResult, ids, "episode_id"), ok=False)
-                 .values_list("episode_id", flat=True))
-    return Chunk([found[pk] for pk in ids if pk in found], finals, judge_yes, failed,
+    approvable = [pk for pk in ids if pk in judge_yes or finals.get(pk, ("",))[0] == LabelVerdict.SUCCESS]
+    found = _chunk_rows(approvable)
+    failed = set(VerifierResult.objects.filter(among(VerifierResult, approvable, "episode_id"), ok=False)
+                 .values_list("episode_id", flat=True)) if approvable else set()
+    return Chunk([found[pk] for pk in approvable if pk in found], finals, judge_yes, failed,
                  judge_config.pk if judge_config else None)
 
 
@@ -189,6 +204,8 @@ def _chunk_rows(ids: list[int]) -> dict[int, dict]:
     """Each episode's row (ROW_FIELDS), its task's id read apart: joined in one query, PostgreSQL hashed every task
     of the database for a chunk's few thousand (a million tasks: most of a certify call), and the episodes' default
     order sorted the chunk by run for nothing."""
+    if not ids:
+        return {}
     rows = list(Episode.objects.filter(among(Episode, ids)).order_by()
                 .values(*(f for f in ROW_FIELDS if f != "task__task_id"), "task"))
     names = dict(Task.objects.filter(among(Task, {row["task"] for row in rows})).values_list("id", "task_id"))
@@ -209,12 +226,13 @@ def order_chunks(run: Run, judge_config: JudgeConfig | None, context: SelectCont
 
 def read_risk_sets(ids, *, run: Run, judge_config: JudgeConfig | None,
                    context: SelectContext | None = None) -> dict[str, set[int]]:
-    """The risks these episodes hold: from the chunks the context has read, the rest from the database."""
+    """The risks these episodes hold: from the chunks whose risks the context has read already, the rest from the
+    database (only these: a chunk's risks are tens of thousands of episodes, a certificate's a few thousand)."""
     wanted = set(ids)
     sets: dict[str, set[int]] = {name: set() for name in RISK_NAMES}
     config_id = judge_config.pk if judge_config else None
     chunks = [value for key, value in (context.reads.items() if context else ())
-              if key[0] == "chunk" and key[1] == run.pk and key[2] == config_id]
+              if key[0] == "chunk" and key[1] == run.pk and key[2] == config_id and value._risks is not None]
     for chunk in chunks:
         covered = {r["id"] for r in chunk.rows} & wanted
         if covered:
