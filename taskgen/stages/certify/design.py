@@ -75,21 +75,25 @@ def _truth(verdict: str, adjudicated: bool) -> bool | None:
     return None
 
 
-def label_truths(episode_ids: set[int], *, min_reviewer_accuracy: float | None = None, run: Run | None = None
+def label_truths(episode_ids, *, min_reviewer_accuracy: float | None = None, run: Run | None = None
                  ) -> dict[int, tuple[bool | None, str]]:
     """Each labelled episode's truth and final verdict, from its final label; with `min_reviewer_accuracy`, from the
     final-label rule over the labels of reviewers at or above that accuracy on known-truth checks only
     (taskgen/labels/quality.py): an episode only they labelled is unlabelled again, and served again."""
     if min_reviewer_accuracy is not None:
         from taskgen.labels.quality import final_verdicts_trusted
-        trusted = final_verdicts_trusted(episode_ids=sorted(episode_ids), accuracy=min_reviewer_accuracy)
+        trusted = final_verdicts_trusted(episode_ids=sorted(int(pk) for pk in episode_ids),
+                                         accuracy=min_reviewer_accuracy)
         return {pk: (_truth(verdict, verdict != LabelVerdict.UNSURE), verdict) for pk, verdict in trusted.items()
                 if verdict is not None}
     rows = FinalLabel.objects.filter(among(FinalLabel, episode_ids, "episode_id")) \
         if run is None or len(episode_ids) < MANY else \
         FinalLabel.objects.filter(episode__run=run)  # the run's labels, not an IN list of half a million ids
-    rows = rows.values_list("episode_id", "verdict", "adjudicated")
-    return {pk: (_truth(verdict, adjudicated), verdict) for pk, verdict, adjudicated in rows if pk in episode_ids}
+    rows = list(rows.values_list("episode_id", "verdict", "adjudicated"))
+    wanted = np.isin(np.fromiter((pk for pk, _, _ in rows), dtype=np.int64, count=len(rows)),
+                     np.asarray(episode_ids, dtype=np.int64))
+    return {pk: (_truth(verdict, adjudicated), verdict)
+            for (pk, verdict, adjudicated), keep in zip(rows, wanted.tolist(), strict=True) if keep}
 
 
 @dataclass
@@ -112,8 +116,8 @@ class Design:
 
     selection: Selection
     seed: int
-    population: list[int]
-    frame: set[int]
+    population: np.ndarray  # episode ids (int64), sorted
+    frame: np.ndarray  # episode ids (int64), sorted
     strata: list[Stratum]
     truths: dict[int, tuple[bool | None, str]]
     sets: dict = field(default_factory=dict)  # each risk's episodes: sets, or id arrays over a whole run
@@ -132,10 +136,10 @@ def design_build(*, selection: Selection, seed: int, context: SelectContext | No
                                     budget=selection.budget, exclude_risk=selection.exclude_risk, labels_ignored=True,
                                     include_verifier_failed=selection.include_verifier_failed, stop_at_budget=True,
                                     context=context)
-    population = [c.episode_id for c in selection.picked]
-    frame = [c.episode_id for c in frame_selection.picked]
-    sets = read_risk_sets(set(population) | set(frame), run=selection.run, judge_config=selection.judge_config,
-                          context=context)
+    population = np.unique(np.fromiter((c.episode_id for c in selection.picked), dtype=np.int64))
+    frame = np.unique(np.fromiter((c.episode_id for c in frame_selection.picked), dtype=np.int64))
+    sets = read_risk_sets(np.union1d(population, frame).tolist(), run=selection.run,
+                          judge_config=selection.judge_config, context=context)
     return _design(selection=selection, seed=seed, population=population, frame=frame, sets=sets,
                    min_reviewer_accuracy=min_reviewer_accuracy)
 
@@ -145,8 +149,8 @@ def judged_design(*, run: Run, judge_config: JudgeConfig, seed: int) -> Design:
     rule leaves any out), in the same strata and the same order as the Certify queue's."""
     selection = Selection(run=run, source="judge", judge_config=judge_config, budget=0)
     judged, sets = _judged_successes(run, judge_config)
-    judged = np.sort(judged).tolist()
-    return _design(selection=selection, seed=seed, population=judged, frame=judged, sets=sets if judged else {})
+    judged = np.unique(judged)
+    return _design(selection=selection, seed=seed, population=judged, frame=judged, sets=sets if len(judged) else {})
 
 
 def _judged_successes(run: Run, judge_config: JudgeConfig) -> tuple:
@@ -161,12 +165,14 @@ def _judged_successes(run: Run, judge_config: JudgeConfig) -> tuple:
         Episode.objects.filter(pk__in=successes.values("episode_id")), judge_config.pk)
 
 
-def _design(*, selection: Selection, seed: int, population: list[int], frame: list[int],
+def _design(*, selection: Selection, seed: int, population: np.ndarray, frame: np.ndarray,
             sets: dict | None = None, min_reviewer_accuracy: float | None = None) -> Design:
-    everyone = set(frame) if population is frame else set(population) | set(frame)
+    """The design over sorted id arrays (half a million ids over a whole run: numpy's 4 MB, not a Python list and
+    set of 50 MB)."""
+    everyone = np.union1d(population, frame)
     config_id = selection.judge_config.pk if selection.judge_config else None
     if sets is None:
-        sets = risk_sets(Episode.objects.filter(pk__in=everyone), config_id) if everyone else {}
+        sets = risk_sets(Episode.objects.filter(pk__in=everyone.tolist()), config_id) if len(everyone) else {}
     truths = label_truths(everyone, min_reviewer_accuracy=min_reviewer_accuracy, run=selection.run)
     orders = strata_orders(seed, frame, sets)
     seen = [_TruthsInOrder(order, truths) for order in orders]
@@ -174,11 +180,11 @@ def _design(*, selection: Selection, seed: int, population: list[int], frame: li
     labelled = np.fromiter((pk for pk, (truth, _) in truths.items() if truth is not None), dtype=np.int64)
     strata = [Stratum(name, order, count, int(np.isin(order[count.labelled:], labelled).sum()))
               for name, order, count in zip(STRATA, orders, counts, strict=True)]
-    return Design(selection=selection, seed=seed, population=population, frame=everyone if population is frame
-                  else set(frame), strata=strata, truths=truths, sets=sets)
+    return Design(selection=selection, seed=seed, population=population, frame=frame, strata=strata, truths=truths,
+                  sets=sets)
 
 
-def strata_orders(seed: int, frame: list[int], sets: dict[str, set[int]]) -> list[np.ndarray]:
+def strata_orders(seed: int, frame, sets: dict[str, set[int]]) -> list[np.ndarray]:
     """Each stratum's episodes of the frame (the first risk each holds, else "rest"), in the design's order."""
     ids = np.asarray(frame, dtype=np.int64)
     unplaced = np.ones(len(ids), dtype=bool)

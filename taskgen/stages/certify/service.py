@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import numpy as np
+
 from taskgen.models import CertifyDesign, Episode, Export, JudgeConfig, Judgment, Run
 from taskgen.stages.certify.bound import (
     METHOD,
@@ -77,10 +79,10 @@ def _rate(design: Design, stratum_name: str) -> float | None:
 
 
 def _adjustment(design: Design) -> _Adjustment:
-    population = set(design.population)
-    out, came_in = design.frame - population, population - design.frame
+    out = np.setdiff1d(design.frame, design.population).tolist()  # sorted
+    came_in = np.setdiff1d(design.population, design.frame).tolist()
     adjust = _Adjustment()
-    for pk, sign in [(pk, -1) for pk in sorted(out)] + [(pk, 1) for pk in sorted(came_in)]:
+    for pk, sign in [(pk, -1) for pk in out] + [(pk, 1) for pk in came_in]:
         truth = design.truths.get(pk, (None, ""))[0]
         if sign < 0 and truth is not False:
             adjust.unknown_out += 1

@@ -247,8 +247,8 @@ class _Rule:
             if self.source == Export.Selection.JUDGE else human_yes or judge_yes
         if not approved:
             return "unapproved"
-        return (_label_reason(verdict, adjudicated, source=self.source,
-                              include_reviewer_rejected=self.include_reviewer_rejected)
+        return ((verdict is not None and _label_reason(verdict, adjudicated, source=self.source,
+                                                       include_reviewer_rejected=self.include_reviewer_rejected))
                 or ("verifier" if pk in chunk.failed and not self.include_verifier_failed else None)
                 or ("risk" if pk in risky else None))
 
