@@ -136,8 +136,8 @@ def design_build(*, selection: Selection, seed: int, context: SelectContext | No
                                     budget=selection.budget, exclude_risk=selection.exclude_risk, labels_ignored=True,
                                     include_verifier_failed=selection.include_verifier_failed, stop_at_budget=True,
                                     context=context)
-    population = np.unique(np.fromiter((c.episode_id for c in selection.picked), dtype=np.int64))
-    frame = np.unique(np.fromiter((c.episode_id for c in frame_selection.picked), dtype=np.int64))
+    population = np.sort(np.fromiter((c.episode_id for c in selection.picked), dtype=np.int64))  # each once
+    frame = np.sort(np.fromiter((c.episode_id for c in frame_selection.picked), dtype=np.int64))
     sets = read_risk_sets(np.union1d(population, frame).tolist(), run=selection.run,
                           judge_config=selection.judge_config, context=context)
     return _design(selection=selection, seed=seed, population=population, frame=frame, sets=sets,
@@ -149,7 +149,7 @@ def judged_design(*, run: Run, judge_config: JudgeConfig, seed: int) -> Design:
     rule leaves any out), in the same strata and the same order as the Certify queue's."""
     selection = Selection(run=run, source="judge", judge_config=judge_config, budget=0)
     judged, sets = _judged_successes(run, judge_config)
-    judged = np.unique(judged)
+    judged = np.sort(judged)  # one kept row an episode and config: each once
     return _design(selection=selection, seed=seed, population=judged, frame=judged, sets=sets if len(judged) else {})
 
 
@@ -169,7 +169,7 @@ def _design(*, selection: Selection, seed: int, population: np.ndarray, frame: n
             sets: dict | None = None, min_reviewer_accuracy: float | None = None) -> Design:
     """The design over sorted id arrays (half a million ids over a whole run: numpy's 4 MB, not a Python list and
     set of 50 MB)."""
-    everyone = np.union1d(population, frame)
+    everyone = frame if population is frame else np.union1d(population, frame)
     config_id = selection.judge_config.pk if selection.judge_config else None
     if sets is None:
         sets = risk_sets(Episode.objects.filter(pk__in=everyone.tolist()), config_id) if len(everyone) else {}
