@@ -118,7 +118,7 @@ def _parse_label_form(post) -> dict:
 def label_post(request: HttpRequest, pk: int) -> HttpResponse:
     """Save the reviewer's label: htmx gets the label panel back (and the judge panel if it was hidden); a plain
     form post is redirected back to the page."""
-    episode = get_object_or_404(Episode, pk=pk)
+    episode = get_object_or_404(Episode.objects.only("id"), pk=pk)  # the label needs its id; the panel reads the rest
     queue = _queue_from(request)
     error = ""
     try:
