@@ -17,6 +17,7 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Max, Sum
@@ -40,7 +41,6 @@ from taskgen.triage.risks_kept import kept_risk_sets
 FIRST_CHUNK = 8192  # episodes read at once; each further chunk doubles, up to LAST_CHUNK (the same: a selection at
 # the reference's budget needs about 25,000 of a million-episode run, and doubling read 57,000)
 LAST_CHUNK = 8192
-ROW_FIELDS = ("id", "task_order", "task__task_id", "site__slug", "has_rows", "row_count", "content_hash")
 
 
 @dataclass
@@ -155,7 +155,7 @@ def _export_order(run: Run) -> tuple[array, str]:
 class Chunk:
     """A stretch of the order: each episode some source can approve (its row) and what decides its selection."""
 
-    rows: list[dict]
+    rows: list[ChunkRow]
     finals: dict[int, tuple[str, bool]]
     judge_yes: set[int]
     failed: set[int]
@@ -165,7 +165,7 @@ class Chunk:
     def risks(self) -> dict[str, set[int]]:
         """The chunk's episodes holding each risk (taskgen/triage/risk.py), read the first time they are asked for."""
         if self._risks is None:
-            self._risks = chunk_risk_sets([r["id"] for r in self.rows], self.config_id)
+            self._risks = chunk_risk_sets([r.id for r in self.rows], self.config_id)
         return self._risks
 
 
@@ -200,17 +200,29 @@ def _chunk(ids: list[int], judge_config: JudgeConfig | None) -> Chunk:
                  judge_config.pk if judge_config else None)
 
 
-def _chunk_rows(ids: list[int]) -> dict[int, dict]:
-    """Each episode's row (ROW_FIELDS), its task's id read apart: joined in one query, PostgreSQL hashed every task
-    of the database for a chunk's few thousand (a million tasks: most of a certify call), and the episodes' default
-    order sorted the chunk by run for nothing."""
+class ChunkRow(NamedTuple):
+    """An episode as a selection reads it (a tuple: a certificate's cuts keep tens of thousands of them at once)."""
+
+    id: int
+    task_order: int
+    task_id: str
+    site: str
+    has_rows: bool
+    row_count: int
+    content_hash: str
+
+
+def _chunk_rows(ids: list[int]) -> dict[int, ChunkRow]:
+    """Each episode's row, its task's id read apart: joined in one query, PostgreSQL hashed every task of the
+    database for a chunk's few thousand (a million tasks: most of a certify call), and the episodes' default order
+    sorted the chunk by run for nothing."""
     if not ids:
         return {}
-    rows = list(Episode.objects.filter(among(Episode, ids)).order_by()
-                .values(*(f for f in ROW_FIELDS if f != "task__task_id"), "task"))
-    names = dict(Task.objects.filter(among(Task, {row["task"] for row in rows})).values_list("id", "task_id"))
-    return {row["id"]: {**{f: row[f] for f in ROW_FIELDS if f != "task__task_id"},
-                        "task__task_id": names[row["task"]]} for row in rows}
+    rows = list(Episode.objects.filter(among(Episode, ids)).order_by().values_list(
+        "id", "task_order", "task", "site__slug", "has_rows", "row_count", "content_hash"))
+    names = dict(Task.objects.filter(among(Task, {row[2] for row in rows})).values_list("id", "task_id"))
+    return {pk: ChunkRow(pk, order, names[task], site, has_rows, count, content_hash)
+            for pk, order, task, site, has_rows, count, content_hash in rows}
 
 
 def order_chunks(run: Run, judge_config: JudgeConfig | None, context: SelectContext | None = None) -> Iterator[Chunk]:
@@ -234,7 +246,7 @@ def read_risk_sets(ids, *, run: Run, judge_config: JudgeConfig | None,
     chunks = [value for key, value in (context.reads.items() if context else ())
               if key[0] == "chunk" and key[1] == run.pk and key[2] == config_id and value._risks is not None]
     for chunk in chunks:
-        covered = {r["id"] for r in chunk.rows} & wanted
+        covered = {r.id for r in chunk.rows} & wanted
         if covered:
             wanted -= covered
             for name, members in chunk.risks().items():

@@ -25,7 +25,7 @@ from pathlib import Path
 from django.conf import settings
 
 from taskgen.models import Export, JudgeConfig, Judgment, LabelVerdict, Run, Screenshot
-from taskgen.stages.export.order import Chunk, SelectContext, export_order, order_chunks
+from taskgen.stages.export.order import Chunk, ChunkRow, SelectContext, export_order, order_chunks
 from taskgen.triage.risk import RiskError, risk_names_check
 
 MANIFEST_FORMAT = "taskgen-rows-manifest/1"
@@ -220,9 +220,9 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
             if why is not None:
                 left_out[why] = left_out.get(why, 0) + 1
                 continue
-            selection.picked.append(Candidate(row["id"], row["task__task_id"], row["site__slug"], row["task_order"],
-                                              row["row_count"], row["content_hash"]))
-            steps += row["row_count"]
+            selection.picked.append(Candidate(row.id, row.task_id, row.site, row.task_order, row.row_count,
+                                              row.content_hash))
+            steps += row.row_count
     selection.left_out = {why: left_out[why] for why in LEFT_OUT_WHY if left_out.get(why)}
     return selection
 
@@ -237,10 +237,10 @@ class _Rule:
     exclude_risk: tuple[str, ...]
     labels_ignored: bool
 
-    def reason(self, row: dict, chunk: Chunk, risky: set[int]) -> str | None:
+    def reason(self, row: ChunkRow, chunk: Chunk, risky: set[int]) -> str | None:
         """"unapproved" when the source does not approve the episode; else why a label, the verifier or a risk
         keeps it out (a LEFT_OUT_WHY key), or None."""
-        pk = row["id"]
+        pk = row.id
         verdict, adjudicated = (None, False) if self.labels_ignored else chunk.finals.get(pk, (None, False))
         human_yes, judge_yes = verdict == LabelVerdict.SUCCESS, pk in chunk.judge_yes
         approved = human_yes if self.source == Export.Selection.HUMAN else judge_yes \
@@ -253,11 +253,11 @@ class _Rule:
                 or ("risk" if pk in risky else None))
 
 
-def _left_out_reason(*, row: dict, steps: int, budget: int) -> str | None:
+def _left_out_reason(*, row: ChunkRow, steps: int, budget: int) -> str | None:
     """Why this approved episode, which nothing else keeps out, is not exported (None: it is)."""
-    if not row["has_rows"]:
+    if not row.has_rows:
         return "no_rows"
-    if row["row_count"] == 0:
+    if row.row_count == 0:
         return "empty"
     return "budget" if steps >= budget else None
 
