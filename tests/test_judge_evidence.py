@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from taskgen.models import Episode, Screenshot
 from taskgen.stages.judge.evidence import (
     evidence_action_lines,
     evidence_change_lines,
@@ -81,6 +82,19 @@ def test_a_short_episode_sends_every_screenshot_in_step_order(db):
     add_screenshots(episode, steps=3, size=(64, 40))
     names = [s.name for s in evidence_for_episode(episode=episode).screenshots]
     assert names == ["step_0.png", "step_1.png", "step_2.png", "final.png"]
+
+
+def test_screenshots_come_as_plain_values_with_their_blob_hash_and_type(db, django_assert_num_queries):
+    episode = shop_episode()
+    add_screenshots(episode, steps=2, size=(64, 40))
+    rows = {s.name: s for s in Screenshot.objects.filter(episode=episode).select_related("blob")}
+    episode = Episode.objects.select_related("task").get(pk=episode.pk)
+    with django_assert_num_queries(1):  # the screenshots and their blobs' hashes in one query, no row read later
+        shots = evidence_for_episode(episode=episode).screenshots
+        values = [(s.name, s.step, s.kind, s.sha256, s.content_type) for s in shots]
+    assert values == [(n, rows[n].step, rows[n].kind, rows[n].blob.sha256, rows[n].blob.content_type)
+                      for n in ("step_0.png", "step_1.png", "final.png")]
+    assert not any(isinstance(s, Screenshot) for s in shots)
 
 
 def _reference_module():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from taskgen.models import Episode, Screenshot
 from taskgen.request_noise import is_request_noise
@@ -21,6 +22,20 @@ NONE_TEXT = "(none)"
 # The episode's fields the evidence is built from (with its screenshots): a judge reads only these, not the rows,
 # the episode.json or `extra` an episode also carries.
 EVIDENCE_FIELDS = ("task_kind", "request_log", "data_changes", "actions", "answer", "screen_text", "task__instruction")
+
+
+class EvidenceShot(NamedTuple):
+    """A screenshot the judge sees, as plain values (a model row and its blob's row per screenshot were a sixth of
+    a judgment's CPU): its file name, step (None for the final one), kind and its blob's hash and MIME type."""
+
+    name: str
+    step: int | None
+    kind: str
+    sha256: str
+    content_type: str
+
+
+SHOT_FIELDS = ("name", "step", "kind", "blob__sha256", "blob__content_type")
 
 
 @dataclass(frozen=True)
@@ -42,7 +57,7 @@ class Evidence:
     action_lines: list[EvidenceLine] = field(default_factory=list)
     answer: str = NONE_TEXT
     screen_text: str = ""
-    screenshots: list[Screenshot] = field(default_factory=list)
+    screenshots: list[EvidenceShot] = field(default_factory=list)
     step_files: dict[str, int] = field(default_factory=dict)  # every step screenshot's lower-case name -> step
 
     @property
@@ -149,10 +164,10 @@ def pick_screenshots(shots: list, cap: int = SCREENSHOT_CAP) -> list:
     return list(shots[:head]) + list(shots[-(cap - head):])
 
 
-def episode_screenshots(episode: Episode) -> list[Screenshot]:
+def episode_screenshots(episode: Episode) -> list[EvidenceShot]:
     """The episode's step screenshots in step order, then its final screenshot (row images are not evidence)."""
-    rows = list(episode.screenshots.filter(kind__in=[Screenshot.Kind.STEP, Screenshot.Kind.FINAL])
-                .select_related("blob"))
+    rows = [EvidenceShot(*row) for row in episode.screenshots.filter(
+        kind__in=[Screenshot.Kind.STEP, Screenshot.Kind.FINAL]).values_list(*SHOT_FIELDS)]
     steps = sorted((s for s in rows if s.kind == Screenshot.Kind.STEP), key=lambda s: s.step)
     return steps + [s for s in rows if s.kind == Screenshot.Kind.FINAL]
 

@@ -21,7 +21,6 @@ from django.conf import settings
 from PIL import Image
 
 from taskgen.blobs import blob_path_of
-from taskgen.models import Blob
 from taskgen.providers import provider_can
 
 
@@ -103,14 +102,14 @@ def image_copies_make(*, sha256: str, data: bytes, names: tuple[str, ...] | None
     return made
 
 
-def prepared_image(*, blob: Blob, policy: ImagePolicy) -> tuple[bytes, str]:
-    """The bytes and MIME type to send for one screenshot under `policy` (a resized copy is read, not made, unless
-    the screenshot was stored before its policy's copies were asked for)."""
+def prepared_image(*, sha256: str, content_type: str, policy: ImagePolicy) -> tuple[bytes, str]:
+    """The bytes and MIME type to send for one stored image (its blob's hash and type) under `policy` (a resized
+    copy is read, not made, unless the screenshot was stored before its policy's copies were asked for)."""
     if not policy.resized:
-        return blob_path_of(blob.sha256).read_bytes(), blob.content_type
-    path = image_copy_path(blob.sha256, policy)
+        return blob_path_of(sha256).read_bytes(), content_type
+    path = image_copy_path(sha256, policy)
     try:
         return path.read_bytes(), "image/webp"
     except FileNotFoundError:
-        image_copies_make(sha256=blob.sha256, data=blob_path_of(blob.sha256).read_bytes(), names=(policy.name,))
+        image_copies_make(sha256=sha256, data=blob_path_of(sha256).read_bytes(), names=(policy.name,))
         return path.read_bytes(), "image/webp"

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import Exists
 
-from taskgen.blobs import blob_path
+from taskgen.blobs import blob_file_of
 from taskgen.db_connections import connections_renew
 from taskgen.engine.contract import RetryLater
 from taskgen.judging import VERDICTS, judgment_fields_of, unsupported_citations_count
@@ -120,11 +120,12 @@ def judge_request_build(*, episode: Episode, config: JudgeConfig) -> JudgeReques
     evidence = evidence_for_episode(episode=episode)
     policy = judge_images.image_policy(config.image_policy)
     shots = evidence.screenshots if policy.max_side != 0 else []
-    images = [ProviderImage(*judge_images.prepared_image(blob=s.blob, policy=policy), label=s.name) for s in shots]
+    images = [ProviderImage(*judge_images.prepared_image(sha256=s.sha256, content_type=s.content_type,
+                                                         policy=policy), label=s.name) for s in shots]
     request = ProviderRequest(model=config.model, system=prompt.system, prompt=prompt.render(evidence),
                               images=images, json_mode=True, evidence=evidence,
                               media_resolution=policy.media_resolution if images else None)
-    return JudgeRequest(request=request, evidence=evidence, image_paths=[str(blob_path(s.blob)) for s in shots],
+    return JudgeRequest(request=request, evidence=evidence, image_paths=[blob_file_of(s.sha256) for s in shots],
                         image_bytes=sum(len(i.data) for i in images),
                         request_hash=_request_hash(request, config.provider))
 
