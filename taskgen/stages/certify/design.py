@@ -28,7 +28,7 @@ from taskgen.stages.certify.bound import StratumCount, design_walk
 from taskgen.stages.export.order import SelectContext, read_risk_sets
 from taskgen.stages.export.select import Selection, export_select
 from taskgen.stages.validate.summary import summary_and_risks_refresh, summary_available
-from taskgen.triage.risk import STRATA, risk_id_arrays, risk_sets, risk_stratum
+from taskgen.triage.risk import STRATA, risk_id_arrays, risk_stratum
 from taskgen.triage.risks_kept import kept_risk_arrays
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -138,9 +138,9 @@ def design_build(*, selection: Selection, seed: int, context: SelectContext | No
                                     context=context)
     population = np.sort(np.fromiter((c.episode_id for c in selection.picked), dtype=np.int64))  # each once
     frame = np.sort(np.fromiter((c.episode_id for c in frame_selection.picked), dtype=np.int64))
-    sets = read_risk_sets(np.union1d(population, frame).tolist(), run=selection.run,
-                          judge_config=selection.judge_config, context=context)
-    return _design(selection=selection, seed=seed, population=population, frame=frame, sets=sets,
+    everyone = np.union1d(population, frame)
+    sets = read_risk_sets(everyone.tolist(), run=selection.run, judge_config=selection.judge_config, context=context)
+    return _design(selection=selection, seed=seed, population=population, frame=frame, everyone=everyone, sets=sets,
                    min_reviewer_accuracy=min_reviewer_accuracy)
 
 
@@ -150,7 +150,8 @@ def judged_design(*, run: Run, judge_config: JudgeConfig, seed: int) -> Design:
     selection = Selection(run=run, source="judge", judge_config=judge_config, budget=0)
     judged, sets = _judged_successes(run, judge_config)
     judged = np.sort(judged)  # one kept row an episode and config: each once
-    return _design(selection=selection, seed=seed, population=judged, frame=judged, sets=sets if len(judged) else {})
+    return _design(selection=selection, seed=seed, population=judged, frame=judged, everyone=judged,
+                   sets=sets if len(judged) else {})
 
 
 def _judged_successes(run: Run, judge_config: JudgeConfig) -> tuple:
@@ -165,14 +166,10 @@ def _judged_successes(run: Run, judge_config: JudgeConfig) -> tuple:
         Episode.objects.filter(pk__in=successes.values("episode_id")), judge_config.pk)
 
 
-def _design(*, selection: Selection, seed: int, population: np.ndarray, frame: np.ndarray,
-            sets: dict | None = None, min_reviewer_accuracy: float | None = None) -> Design:
+def _design(*, selection: Selection, seed: int, population: np.ndarray, frame: np.ndarray, everyone: np.ndarray,
+            sets: dict, min_reviewer_accuracy: float | None = None) -> Design:
     """The design over sorted id arrays (half a million ids over a whole run: numpy's 4 MB, not a Python list and
-    set of 50 MB)."""
-    everyone = frame if population is frame else np.union1d(population, frame)
-    config_id = selection.judge_config.pk if selection.judge_config else None
-    if sets is None:
-        sets = risk_sets(Episode.objects.filter(pk__in=everyone.tolist()), config_id) if len(everyone) else {}
+    set of 50 MB); `everyone` is population and frame together, `sets` the risks they hold."""
     truths = label_truths(everyone, min_reviewer_accuracy=min_reviewer_accuracy, run=selection.run)
     orders = strata_orders(seed, frame, sets)
     seen = [_TruthsInOrder(order, truths) for order in orders]

@@ -38,9 +38,8 @@ from taskgen.stages.validate.summary import summary_and_risks_refresh, summary_a
 from taskgen.triage.risk import RISK_NAMES, risk_sets
 from taskgen.triage.risks_kept import kept_risk_sets
 
-FIRST_CHUNK = 8192  # episodes read at once; each further chunk doubles, up to LAST_CHUNK (the same: a selection at
-# the reference's budget needs about 25,000 of a million-episode run, and doubling read 57,000)
-LAST_CHUNK = 8192
+FIRST_CHUNK = 8192  # episodes read at once; each further chunk doubles up to LAST_CHUNK, by default the same size:
+LAST_CHUNK = 8192  # a selection at the reference's budget needs ~25,000 of a million-episode run, doubling read 57,000
 
 
 @dataclass
@@ -151,6 +150,18 @@ def _export_order(run: Run) -> tuple[array, str]:
     return _ids_unpacked(packed), order_from
 
 
+class ChunkRow(NamedTuple):
+    """An episode as a selection reads it (a tuple: a certificate's cuts keep tens of thousands of them at once)."""
+
+    id: int
+    task_order: int
+    task_id: str
+    site: str
+    has_rows: bool
+    row_count: int
+    content_hash: str
+
+
 @dataclass
 class Chunk:
     """A stretch of the order: each episode some source can approve (its row) and what decides its selection."""
@@ -192,24 +203,13 @@ def _chunk(ids: list[int], judge_config: JudgeConfig | None) -> Chunk:
     judge_yes = set() if judge_config is None else set(
         Judgment.objects.filter(among(Judgment, ids, "episode_id"), config=judge_config,
                                 verdict=Judgment.Verdict.SUCCESS).values_list("episode_id", flat=True))
-    approvable = [pk for pk in ids if pk in judge_yes or finals.get(pk, ("",))[0] == LabelVerdict.SUCCESS]
+    human_yes = {pk for pk, (verdict, _) in finals.items() if verdict == LabelVerdict.SUCCESS}
+    approvable = [pk for pk in ids if pk in judge_yes or pk in human_yes]
     found = _chunk_rows(approvable)
     failed = set(VerifierResult.objects.filter(among(VerifierResult, approvable, "episode_id"), ok=False)
                  .values_list("episode_id", flat=True)) if approvable else set()
     return Chunk([found[pk] for pk in approvable if pk in found], finals, judge_yes, failed,
                  judge_config.pk if judge_config else None)
-
-
-class ChunkRow(NamedTuple):
-    """An episode as a selection reads it (a tuple: a certificate's cuts keep tens of thousands of them at once)."""
-
-    id: int
-    task_order: int
-    task_id: str
-    site: str
-    has_rows: bool
-    row_count: int
-    content_hash: str
 
 
 def _chunk_rows(ids: list[int]) -> dict[int, ChunkRow]:
