@@ -96,6 +96,11 @@ class Heartbeat:
         except Exception as exc:  # noqa: BLE001  (a missed beat only shortens the lease left)
             log.warning("lease heartbeat of %s missed a beat: %s", self.owner, exc)
             connections_renew()
+        else:
+            # Back to the pool between beats: a heart per working thread held one each from its first beat to its
+            # slice's end, and with a process's threads holding theirs the pool ran dry (its beats waited out the
+            # pool's timeout and missed).
+            connection.close()
 
     def __enter__(self) -> Heartbeat:
         self.thread.start()
