@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from django.db import connection
 
 from taskgen.models import Episode, ExportOrder, FinalLabel, Judgment, VerifierResult
 from taskgen.stages.export import order as export_order_module
@@ -116,3 +117,14 @@ def test_the_order_is_kept_and_computed_again_only_when_the_run_changes():
     assert list(export_order(run)[0]) == list(ids) and ExportOrder.objects.get(run=run).updated_at == kept.updated_at
     Episode.objects.filter(pk=ids[-1]).delete()
     assert list(export_order(run)[0]) == list(ids[:-1])
+
+
+def test_the_kept_order_is_stored_uncompressed_on_postgresql():
+    """A certificate reads a run's whole kept order (8 MB at a million episodes) on every call: uncompressed, the
+    server hands it over without inflating it first (migration 0024)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("storage is PostgreSQL's")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT attstorage FROM pg_attribute WHERE attrelid = 'taskgen_exportorder'::regclass "
+                       "AND attname = 'episode_ids'")
+        assert cursor.fetchone()[0] == "e"

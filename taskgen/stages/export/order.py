@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from django.db import IntegrityError, transaction
+import psycopg
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Max, Sum
 
 from taskgen.id_arrays import among
@@ -134,9 +135,23 @@ def _ids_unpacked(data: bytes) -> array:
     return ids
 
 
+def _kept_order(run: Run) -> tuple[str, str, bytes] | None:
+    """The kept order's signature, what ordered it, and its ids. On PostgreSQL the ids (8 MB at a million episodes,
+    kept uncompressed: migration 0024) come as binary: in the driver's default text they are 16 MB of hex to decode
+    (75 ms against 12-30 ms)."""
+    kept = ExportOrder.objects.filter(run=run).values_list("signature", "order_from", "episode_ids")
+    if connection.vendor != "postgresql":
+        return kept.first()
+    sql, params = kept.query.sql_with_params()
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:  # Django's connection and transaction, binary results
+        cursor.execute(sql, params, binary=True)
+        return cursor.fetchone()
+
+
 def _export_order(run: Run) -> tuple[array, str]:
     signature = _signature(run)
-    kept = ExportOrder.objects.filter(run=run).values_list("signature", "order_from", "episode_ids").first()
+    kept = _kept_order(run)
     if kept is not None and kept[0] == signature:
         return _ids_unpacked(bytes(kept[2])), kept[1]
     ids, order_from = episodes_in_order(run)
