@@ -7,11 +7,13 @@ import random
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from taskgen.models import Episode, ExportOrder, FinalLabel, Judgment, VerifierResult
 from taskgen.stages.export import order as export_order_module
 from taskgen.stages.export.order import SelectContext, episodes_in_order, export_order
 from taskgen.stages.export.select import export_select
+from taskgen.stages.validate.summary import summary_available, validate_summary_refresh
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, SiteFactory, TaskFactory
 
 pytestmark = pytest.mark.django_db
@@ -117,6 +119,31 @@ def test_the_order_is_kept_and_computed_again_only_when_the_run_changes():
     assert list(export_order(run)[0]) == list(ids) and ExportOrder.objects.get(run=run).updated_at == kept.updated_at
     Episode.objects.filter(pk=ids[-1]).delete()
     assert list(export_order(run)[0]) == list(ids[:-1])
+
+
+def test_the_kept_order_is_checked_against_the_summarys_sums_and_follows_every_change_of_the_run():
+    """Where validate's summary is kept and current, the order's signature is the run's one row of sums (not a count
+    over the run's ids: 0.05-0.3 s at a million); an episode swapped for another (the count unchanged), added or
+    deleted computes the order again, whether the summary has caught up with the write or not."""
+    run, config = RunFactory(), JudgeConfigFactory()
+    _add_episodes(run, config, random.Random(7), 12)
+    summary_refresh = validate_summary_refresh if summary_available() else (lambda: None)
+    for step in ("kept", "swap", "add", "delete"):
+        if step == "swap":
+            Episode.objects.filter(pk=max(Episode.objects.filter(run=run).values_list("pk", flat=True))).delete()
+            _add_episodes(run, config, random.Random(8), 1)
+        elif step == "add":
+            _add_episodes(run, config, random.Random(9), 1)
+        elif step == "delete":
+            Episode.objects.filter(pk=min(Episode.objects.filter(run=run).values_list("pk", flat=True))).delete()
+        for call in ("before the summary's refresh", "after it", "once more"):
+            if call == "after it":
+                summary_refresh()
+            with CaptureQueriesContext(connection) as seen:
+                ids, _ = export_order(run)
+            assert list(ids) == episodes_in_order(run)[0], (step, call)
+            if call == "once more" and summary_available():  # the sums, kept with the order at the last call
+                assert not any("COUNT(" in q["sql"] for q in seen.captured_queries), step
 
 
 def test_the_kept_order_is_stored_uncompressed_on_postgresql():

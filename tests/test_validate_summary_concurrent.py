@@ -9,9 +9,10 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection, transaction
+from django.db.models import Count, F, Sum
 
 from review.services import label_set
-from taskgen.models import Judgment, ValidateDirtyEpisode, VerifierResult
+from taskgen.models import Episode, Judgment, RunEpisodes, ValidateDirtyEpisode, VerifierResult
 from taskgen.stages.validate import service, summary
 from tests.factories import EpisodeFactory, JudgeConfigFactory, RunFactory, SiteFactory, TaskFactory, UserFactory
 
@@ -21,12 +22,19 @@ VERDICTS = ["SUCCESS", "NOT SUCCESS", "NONE"]
 
 def _writer(seed: int, episodes: list, configs: list, reviewer, barrier: threading.Barrier, errors: list) -> None:
     rng = random.Random(seed)
+    runs = list({episode.run for episode in episodes}) + [RunFactory()]
     try:
         barrier.wait(timeout=60)
         for _ in range(40):
             episode = rng.choice(episodes)
             with transaction.atomic():  # one writer's transaction, as a judge unit or an import commits
-                what = rng.randrange(3)
+                what = rng.randrange(5)
+                if what == 3:  # an episode imported, into the run or another
+                    EpisodeFactory(run=rng.choice(runs), task=TaskFactory(site=episode.site))
+                    continue
+                if what == 4:  # an episode moved to another run (the admin)
+                    Episode.objects.filter(pk=episode.pk).update(run=rng.choice(runs))
+                    continue
                 if what == 0:
                     Judgment.objects.update_or_create(episode=episode, config=rng.choice(configs), defaults={
                         "verdict": rng.choice(VERDICTS), "cost_usd": Decimal(rng.randrange(100)) / 1000})
@@ -88,3 +96,14 @@ def test_concurrent_writers_and_refreshes_leave_the_summary_equal_to_a_live_coun
             assert _cells(service._cells([run.pk], configs[0], against, None, other)) == _cells(live), against
     from tests.test_risks_kept import assert_kept_is_live  # the risks kept beside the cells: equal to a live read too
     assert_kept_is_live(run, configs)
+    assert_run_episodes_are_counted()
+
+
+def assert_run_episodes_are_counted() -> None:
+    """Each run's episodes as the summary's refresh moved them (the export order's signature) equal a count of the
+    committed episodes from scratch."""
+    counted = {row["run_id"]: (row["n"], row["total"], row["squares"]) for row in Episode.objects.values("run_id")
+               .annotate(n=Count("id"), total=Sum("id"), squares=Sum(F("id") * F("id"))).order_by()}
+    kept = {row.run_id: (row.episodes, row.id_sum, row.id_square_sum) for row in RunEpisodes.objects.all()
+            if row.episodes}
+    assert kept == counted

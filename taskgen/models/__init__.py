@@ -28,6 +28,7 @@ from taskgen.models.sites import INSTRUCTION_SORT_CHARS, ProposalBatch, Site, Ta
 from taskgen.models.validate_summary import (
     EpisodeRisks,
     RiskDirtyEpisode,
+    RunEpisodes,
     ValidateCell,
     ValidateDirtyEpisode,
     ValidateEpisodeCell,
@@ -37,6 +38,6 @@ __all__ = [
     "Blob", "CertifyDesign", "Episode", "EpisodeRisks", "Export", "ExportOrder", "FinalLabel", "FinalLabelChange",
     "INSTRUCTION_SORT_CHARS", "JudgeAnswer", "JudgeBatchJob", "JudgeBatchRequest", "JudgeConfig", "JudgeRateWindow",
     "Judgment", "Label", "LabelChange", "LabelRestoreLine", "LabelVerdict", "PipelineRun", "ProposalBatch",
-    "ReviewerCheck", "RiskDirtyEpisode", "Run", "Screenshot", "Site", "Task", "TaskEdit", "ValidateCell",
+    "ReviewerCheck", "RiskDirtyEpisode", "Run", "RunEpisodes", "Screenshot", "Site", "Task", "TaskEdit", "ValidateCell",
     "ValidateDirtyEpisode", "ValidateEpisodeCell", "VerifierResult", "WorkUnit",
 ]

@@ -102,3 +102,18 @@ class RiskDirtyEpisode(models.Model):
 
     def __str__(self) -> str:
         return f"episode {self.episode_id}"
+
+
+class RunEpisodes(models.Model):
+    """Which episodes a run holds, as validate's summary has counted them: how many, and the sums of their ids and of
+    their squares, moved by the summary's refresh as it takes episodes in and out of the run's cells (an episode
+    added, deleted or moved to another run changes them; a judgment or a label does not). The export order's
+    signature (taskgen/stages/export/order.py) without reading the run's million ids."""
+
+    run_id = models.BigIntegerField(primary_key=True)
+    episodes = models.BigIntegerField()
+    id_sum = models.DecimalField(max_digits=40, decimal_places=0)
+    id_square_sum = models.DecimalField(max_digits=60, decimal_places=0)
+
+    def __str__(self) -> str:
+        return f"run {self.run_id}: {self.episodes} episodes"

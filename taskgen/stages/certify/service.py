@@ -29,6 +29,7 @@ from taskgen.stages.certify.design import Design, design_build, design_seed, jud
 from taskgen.stages.certify.target import SOURCES, CertifyError
 from taskgen.stages.export.order import SelectContext
 from taskgen.stages.export.select import ExportError, Selection, export_select
+from taskgen.stages.validate.summary import summary_and_risks_refresh, summary_available
 from taskgen.triage.risk import RISK_NAMES, RISK_WORDS
 
 COUNTED = ("A label counts when the design drew it: each stratum's episodes are labelled in a random order fixed "
@@ -208,6 +209,8 @@ def certificate_compute(*, params: CertifyParams, next_count: int = 20, cuts: bo
     """The certificate of the export `params` describes, and with `cuts` the same for each choice of leaving the
     riskiest strata out (each bound recomputed on its own population)."""
     seed = design_seed(run=params.run, judge_config=params.judge_config, user=user)
+    if summary_available():  # first, so the export order's signature is the summary's one row (order.py: _summed)
+        summary_and_risks_refresh()
     context = SelectContext()  # the run is read once for the population, the frame and every cut
     certificate = certificate_of(selection=_select(params, params.exclude_risk, context), params=params, seed=seed,
                                  next_count=next_count, context=context)

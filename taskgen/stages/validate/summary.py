@@ -9,7 +9,9 @@ them back where they count now, in one statement under a lock, so the cells alwa
 committed rows; the page refreshes before it reads. A chunk takes all the marks of its episodes (up to the refresh's
 last mark): an episode imported, judged twice and verified is re-summed once, not four times. `summary_cells`
 answers what the live grouped query answers (`service._live_cells`), in the same shape. Each re-summed episode is
-also marked for its kept risks to be re-read (taskgen/triage/risks_kept.py) when they are next read.
+also marked for its kept risks to be re-read (taskgen/triage/risks_kept.py) when they are next read. The same
+statement moves each run's count and sums of episode ids (RunEpisodes: the export order's signature) by the episodes
+it takes out of a run and puts in.
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ episodes AS (SELECT DISTINCT episode_id AS id FROM marked),
 risks_to_read AS (INSERT INTO taskgen_riskdirtyepisode (episode_id) SELECT id FROM episodes),
 taken_out AS (
     DELETE FROM review_validateepisodecell c USING episodes WHERE c.episode_id = episodes.id
-    RETURNING {_KEYS}, -1 AS n, -cost_a AS cost_a, -cost_b AS cost_b),
+    RETURNING c.episode_id, {_KEYS}, -1 AS n, -cost_a AS cost_a, -cost_b AS cost_b),
 facts AS (
     SELECT e.id, e.run_id, e.site_id, e.task_kind, COALESCE(v.ok::int, -1) AS verifier,
            COALESCE(f.verdict, '') AS final
@@ -52,10 +54,19 @@ counts AS (
     JOIN taskgen_judgment b ON b.episode_id = f.id AND b.config_id > a.config_id),
 put_in AS (
     INSERT INTO review_validateepisodecell (episode_id, {_KEYS}, cost_a, cost_b) SELECT * FROM counts
-    RETURNING {_KEYS}, 1 AS n, cost_a, cost_b),
+    RETURNING episode_id, {_KEYS}, 1 AS n, cost_a, cost_b),
+members AS (
+    INSERT INTO taskgen_runepisodes (run_id, episodes, id_sum, id_square_sum)
+    SELECT run_id, sum(n), sum(n * episode_id), sum(n * episode_id::numeric * episode_id)
+    FROM (SELECT run_id, episode_id, n FROM taken_out WHERE config_a = 0
+          UNION ALL SELECT run_id, episode_id, n FROM put_in WHERE config_a = 0) d GROUP BY run_id
+    ON CONFLICT (run_id) DO UPDATE SET episodes = taskgen_runepisodes.episodes + excluded.episodes,
+        id_sum = taskgen_runepisodes.id_sum + excluded.id_sum,
+        id_square_sum = taskgen_runepisodes.id_square_sum + excluded.id_square_sum),
 moved AS (
     SELECT {_KEYS}, sum(n) AS n, sum(cost_a) AS cost_a, sum(cost_b) AS cost_b
-    FROM (SELECT * FROM taken_out UNION ALL SELECT * FROM put_in) d GROUP BY {_KEYS})
+    FROM (SELECT {_KEYS}, n, cost_a, cost_b FROM taken_out UNION ALL SELECT {_KEYS}, n, cost_a, cost_b FROM put_in) d
+    GROUP BY {_KEYS})
 INSERT INTO review_validatecell ({_KEYS}, n, cost_a, cost_b) SELECT * FROM moved
 ON CONFLICT ({_KEYS}) DO UPDATE SET n = review_validatecell.n + excluded.n,
     cost_a = review_validatecell.cost_a + excluded.cost_a, cost_b = review_validatecell.cost_b + excluded.cost_b
