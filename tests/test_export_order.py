@@ -81,7 +81,23 @@ def test_the_kept_order_read_in_chunks_picks_exactly_what_the_rules_pick(monkeyp
                 whole = export_select(**kwargs)
                 expected = _oracle(run, config, budget=budget, exclude_inconsistent=cut, labels_ignored=ignored)
                 assert [c.episode_id for c in fast.picked] == [c.episode_id for c in whole.picked] == expected
+                assert _chunks_read(context) == _chunks_needed(run, fast), "a chunk past the budget was read"
         _add_episodes(run, config, rng, 25)  # the kept order is stale now: its signature says so
+
+
+def _chunks_read(context: SelectContext) -> int:
+    return sum(1 for key in context.reads if key[0] == "chunk")
+
+
+def _chunks_needed(run, selection) -> int:
+    """The chunks up to the one holding the episode that reached the budget (every chunk when none did), with the
+    sizes the test set: 7, then doubling to 20."""
+    order = list(export_order(run)[0])
+    last = order.index(selection.picked[-1].episode_id) if selection.rows >= selection.budget else len(order) - 1
+    start, size, chunks = 0, 7, 0
+    while start <= last:
+        start, size, chunks = start + size, min(20, size * 2), chunks + 1
+    return chunks
 
 
 @pytest.mark.parametrize("source", ["human", "human-over-judge"])

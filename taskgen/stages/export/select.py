@@ -208,8 +208,6 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
     left_out: dict[str, int] = {}
     steps = 0
     for chunk in order_chunks(run, judge_config, context):
-        if stop_at_budget and steps >= budget:
-            break
         risky = set().union(*(chunk.risks()[name] for name in exclude_risk)) if exclude_risk else set()
         for row in chunk.rows:
             why = rule.reason(row, chunk, risky) or _left_out_reason(row=row, steps=steps, budget=budget)
@@ -223,6 +221,8 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
             selection.picked.append(Candidate(row.id, row.task_id, row.site, row.task_order, row.row_count,
                                               row.content_hash))
             steps += row.row_count
+        if stop_at_budget and steps >= budget:
+            break  # here, not as the next chunk comes: pulling it from order_chunks reads it (a quarter of a certify)
     selection.left_out = {why: left_out[why] for why in LEFT_OUT_WHY if left_out.get(why)}
     return selection
 
