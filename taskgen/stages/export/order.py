@@ -232,6 +232,7 @@ class Chunk:
     failed: set[int]
     config_id: int | None
     _risks: dict[str, set[int]] | None = None
+    reasons: dict[tuple, list[str | None]] = field(default_factory=dict)  # per selection rule (select.py: _Rule)
 
     def risks(self) -> dict[str, set[int]]:
         """The chunk's episodes holding each risk (taskgen/triage/risk.py), read the first time they are asked for."""

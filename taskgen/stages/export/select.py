@@ -209,8 +209,9 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
     steps = 0
     for chunk in order_chunks(run, judge_config, context):
         risky = set().union(*(chunk.risks()[name] for name in exclude_risk)) if exclude_risk else set()
-        for row in chunk.rows:
-            why = rule.reason(row, chunk, risky) or _left_out_reason(row=row, steps=steps, budget=budget)
+        for row, why in zip(chunk.rows, rule.reasons(chunk), strict=True):
+            why = why or ("risk" if row.id in risky else None) or _left_out_reason(row=row, steps=steps,
+                                                                                   budget=budget)
             if why == "unapproved":
                 continue
             if why in (None, "empty", "budget"):
@@ -237,9 +238,17 @@ class _Rule:
     exclude_risk: tuple[str, ...]
     labels_ignored: bool
 
-    def reason(self, row: ChunkRow, chunk: Chunk, risky: set[int]) -> str | None:
-        """"unapproved" when the source does not approve the episode; else why a label, the verifier or a risk
-        keeps it out (a LEFT_OUT_WHY key), or None."""
+    def reasons(self, chunk: Chunk) -> list[str | None]:
+        """`reason` for each of the chunk's rows, worked out once a chunk for the rule less its risks: a
+        certificate's cuts select the same chunks seven times over with the same rule, each cutting other risks."""
+        key = (self.source, self.include_reviewer_rejected, self.include_verifier_failed, self.labels_ignored)
+        if key not in chunk.reasons:
+            chunk.reasons[key] = [self.reason(row, chunk) for row in chunk.rows]
+        return chunk.reasons[key]
+
+    def reason(self, row: ChunkRow, chunk: Chunk) -> str | None:
+        """"unapproved" when the source does not approve the episode; else why a label or the verifier keeps it
+        out (a LEFT_OUT_WHY key), or None. A risk's cut comes after these (`export_select`)."""
         pk = row.id
         verdict, adjudicated = (None, False) if self.labels_ignored else chunk.finals.get(pk, (None, False))
         human_yes, judge_yes = verdict == LabelVerdict.SUCCESS, pk in chunk.judge_yes
@@ -249,8 +258,7 @@ class _Rule:
             return "unapproved"
         return ((verdict is not None and _label_reason(verdict, adjudicated, source=self.source,
                                                        include_reviewer_rejected=self.include_reviewer_rejected))
-                or ("verifier" if pk in chunk.failed and not self.include_verifier_failed else None)
-                or ("risk" if pk in risky else None))
+                or ("verifier" if pk in chunk.failed and not self.include_verifier_failed else None))
 
 
 def _left_out_reason(*, row: ChunkRow, steps: int, budget: int) -> str | None:
