@@ -144,3 +144,11 @@ def queue_progress(queue: Queue) -> dict:
                     .annotate(n=Count("id")).order_by("-n", "reviewer__username"))
     return {"total": total, "done": done, "remaining": remaining, "percent": int(100 * done / total) if total else 0,
             "reviewers": [{"reviewer": r["reviewer__username"], "labels": r["n"]} for r in per_reviewer]}
+
+
+def first_reserved(reservations: QuerySet[Reservation]) -> Episode | None:
+    """The lowest-numbered episode among these reservations (only its id read), or None. Read from the reservations
+    themselves, a reviewer's one or two: asked as the episodes whose id is among them, PostgreSQL walked the run's
+    million episodes in id order looking for one when the reviewer held none (60 ms of every "take next")."""
+    pk = reservations.order_by("episode_id").values_list("episode_id", flat=True).first()
+    return None if pk is None else Episode.objects.only("id").filter(pk=pk).first()

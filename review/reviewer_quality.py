@@ -49,9 +49,8 @@ def check_held(*, queue: Queue, reviewer) -> Episode | None:
     """The check this reviewer holds in this queue (reserved, not labelled), so a reload serves it again."""
     unlabelled = ReviewerCheck.objects.filter(reviewer=reviewer).exclude(
         Exists(Label.objects.filter(episode=OuterRef("episode_id"), reviewer=reviewer))).values("episode_id")
-    held = Reservation.objects.filter(queue=queue, reviewer=reviewer, expires_at__gt=timezone.now(),
-                                      episode_id__in=unlabelled).values("episode_id")
-    return Episode.objects.only("id").filter(pk__in=held).order_by("pk").first()
+    return queues.first_reserved(Reservation.objects.filter(queue=queue, reviewer=reviewer,
+                                                            expires_at__gt=timezone.now(), episode_id__in=unlabelled))
 
 
 def _pool(queue: Queue, reviewer) -> QuerySet[Episode]:

@@ -146,9 +146,9 @@ def queue_take_next(*, queue: Queue, reviewer, skip: int | None = None) -> Episo
     if skip:
         Reservation.objects.filter(queue=queue, reviewer=reviewer, episode_id=skip).delete()
     held = Reservation.objects.filter(queue=queue, reviewer=reviewer, expires_at__gt=timezone.now()).filter(
-        episode__in=queues.queue_available(queue, reviewer).values("pk")).values("episode_id")
+        episode__in=queues.queue_available(queue, reviewer).values("pk"))
     # the caller only needs the id (to open the page): never the episode's large evidence columns
-    if held_episode := Episode.objects.only("id").filter(pk__in=held).order_by("pk").first():
+    if held_episode := queues.first_reserved(held):
         return held_episode
     if held_check := check_held(queue=queue, reviewer=reviewer):
         return held_check
