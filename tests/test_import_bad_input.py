@@ -212,3 +212,38 @@ def test_unknown_files_among_screenshots_and_rows_are_named(run_dir):
     assert _skips(summary) == {"run/shop-b/screenshots/step_1.jpg": "not named step_N.png",
                                "run/shop-b/rows/notes.txt": "not named step_N.png"}
 
+
+
+def test_a_listed_screenshot_gets_the_same_checks_as_a_named_file(run_dir, tmp_path, settings):
+    """Step screenshots are read from their folder's listing (no look-up by path first): a symlink out, a FIFO, a
+    symlink inside and a file over the limit are each said as for final.png."""
+    settings.BLOB_MAX_BYTES = 4096
+    shots = run_dir / "shop-b/screenshots"
+    (tmp_path / "outside.png").write_bytes(png())
+    for name in ("step_0.png", "step_1.png", "step_2.png"):
+        (shots / name).unlink()
+    os.symlink(tmp_path / "outside.png", shots / "step_0.png")
+    os.mkfifo(shots / "step_1.png")
+    os.symlink(run_dir / "shop-a/final.png", shots / "step_2.png")
+    (shots / "step_3.png").write_bytes(png() + b"\0" * 5000)
+    summary = import_run_dir(run_dir=run_dir)
+    skips = _skips(summary)
+    assert "symlink leads out of run/" in skips["run/shop-b/screenshots/step_0.png"]
+    assert skips["run/shop-b/screenshots/step_1.png"] == "not a regular file"
+    assert "over the 4,096-byte limit" in skips["run/shop-b/screenshots/step_3.png"]
+    assert "run/shop-b/screenshots/step_2.png" not in skips
+    steps = Screenshot.objects.filter(episode__task__task_id="shop-b", kind="step").values_list("name", flat=True)
+    assert list(steps) == ["step_2.png"]
+
+
+def test_a_listed_file_replaced_by_a_fifo_after_the_listing_is_not_waited_on(tmp_path):
+    from taskgen.stages.import_.files import FileSkipped, read_listed
+
+    (tmp_path / "step_0.png").write_bytes(b"x")
+    with os.scandir(tmp_path) as listing:
+        entry = next(iter(listing))
+    assert entry.is_file(follow_symlinks=False)  # the listing's word, kept by the entry
+    os.unlink(tmp_path / "step_0.png")
+    os.mkfifo(tmp_path / "step_0.png")  # a plain open would wait here for a writer, forever
+    with pytest.raises(FileSkipped, match="not a regular file"):
+        read_listed(entry, root=tmp_path, limit=100)

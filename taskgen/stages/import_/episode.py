@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +26,10 @@ from taskgen.stages.import_.files import (
     parse_json,
     parsed_without_nul,
     read_bytes,
+    read_listed,
 )
 from taskgen.stages.import_.tasks_file import TaskLine
-from taskgen.stages.judge.images import image_copies_make
+from taskgen.stages.judge.images import image_copies_make, image_copies_wanted
 from taskgen.steps import step_count
 
 _STEP_NAME = re.compile(r"step_(\d{1,9})\.png")
@@ -61,12 +63,16 @@ class EpisodeFolder:
         self.skips.append(Skip(f"{self.shown}/{relpath}", reason))
 
 
-def _read_into(ep: EpisodeFolder, path: Path, *, root: Path, relpath: str, kind: str, step: int = 0,
+def _read_into(ep: EpisodeFolder, path: Path | os.DirEntry, *, root: Path, relpath: str, kind: str, step: int = 0,
                optional: bool = False) -> None:
+    """Read one file (a path, or a listed folder entry) into the episode, or say why it is left out."""
     is_json = kind in ("grade_inputs", "rows_jsonl", "episode_json")
     limit = settings.JSON_MAX_BYTES if is_json else settings.BLOB_MAX_BYTES
     try:
-        data = read_bytes(path, root=root, limit=limit)
+        if isinstance(path, os.DirEntry):
+            data = read_listed(path, root=root, limit=limit)
+        else:
+            data = read_bytes(path, root=root, limit=limit)
     except FileMissing as exc:
         if not optional:
             ep.skip(relpath, str(exc))
@@ -91,17 +97,19 @@ def _subfolder_ok(ep: EpisodeFolder, sub: str, root: Path) -> bool:
 
 
 def _read_steps(ep: EpisodeFolder, sub: str, kind: str, root: Path) -> None:
-    try:
-        paths = sorted((ep.folder / sub).iterdir())
+    try:  # listed with each entry's type, so a plain file is read without a look-up by path first
+        with os.scandir(f"{ep.folder}/{sub}") as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
     except OSError as exc:
         ep.skip(f"{sub}/", f"cannot be listed ({exc.strerror or exc})")
         return
-    for path in paths:
-        match = _STEP_NAME.fullmatch(path.name)
+    for entry in entries:
+        name = entry.name
+        match = _STEP_NAME.fullmatch(name)
         if match:
-            _read_into(ep, path, root=root, relpath=f"{sub}/{path.name}", kind=kind, step=int(match.group(1)))
-        elif not path.name.startswith(".") and path.name not in _ROWS_TEXT_FILES:
-            ep.skip(f"{sub}/{path.name}", "not named step_N.png")  # said, so a rows export never loses it silently
+            _read_into(ep, entry, root=root, relpath=f"{sub}/{name}", kind=kind, step=int(match.group(1)))
+        elif not name.startswith(".") and name not in _ROWS_TEXT_FILES:
+            ep.skip(f"{sub}/{name}", "not named step_N.png")  # said, so a rows export never loses it silently
 
 
 def episode_folder_read(*, folder: Path, root: Path, shown: str, line: TaskLine) -> EpisodeFolder:
@@ -252,10 +260,11 @@ def episode_prepare(*, folder: Path, root: Path, shown: str, line: TaskLine, kno
     except FileSkipped as exc:
         prepared.skips.append(Skip(f"{shown}/grade_inputs.json", f"episode not imported: {exc}"))
         return prepared
+    copies = image_copies_wanted()  # asked once an episode: it reads settings and the provider's abilities
     for item, image in checked.images:
         blob_write(sha256=image.sha256, data=item.data)
-        if item.kind != "row":  # the judge's downscaled copies, made here once rather than while judging
-            image_copies_make(sha256=image.sha256, data=item.data)
+        if item.kind != "row" and copies:  # the judge's downscaled copies, made here once rather than while judging
+            image_copies_make(sha256=image.sha256, data=item.data, names=copies)
     prepared.values = dict(checked.values, source_path=str(folder), content_hash=ep.content_hash,
                            extra=dict(checked.values["extra"], **_skipped_note(ep)))
     prepared.images = [(item.kind, item.step, item.relpath.rpartition("/")[2], image) for item, image in checked.images]

@@ -93,20 +93,48 @@ def read_bytes(path: Path, *, root: Path, limit: int) -> bytes:
         raise FileSkipped(f"cannot be read ({exc.strerror or exc})") from exc
 
 
-def _read_whole(path: Path, size: int) -> bytes:
-    """The file's bytes to its end: one read when it is still `size` long (asked for one byte more, it answers
-    `size` only at the end), more when it changed since."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+def read_listed(entry: os.DirEntry, *, root: Path, limit: int) -> bytes:
+    """read_bytes for a file a folder's listing named (os.scandir): when the listing says it is a regular file and
+    no symlink, it is opened without following a link or blocking and checked by its descriptor, without a look-up
+    by path first (an import reads tens of thousands of screenshots); anything else, or a file that changed since
+    the listing, goes to read_bytes, whose checks and reasons stand."""
+    if not entry.is_file(follow_symlinks=False):
+        return read_bytes(Path(entry.path), root=root, limit=limit)
     try:
-        data = os.read(fd, size + 1)
-        if len(data) == size:
-            return data
-        chunks = [data]
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
+        fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # gone, or a symlink now (O_NOFOLLOW): read_bytes says what it is
+        return read_bytes(Path(entry.path), root=root, limit=limit)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # replaced by a FIFO or device since: O_NONBLOCK kept the open from hanging
+            raise FileSkipped("not a regular file")
+        if info.st_size > limit:
+            raise FileSkipped(f"{info.st_size:,} bytes is over the {limit:,}-byte limit")
+        return _read_fd(fd, info.st_size)
+    except OSError as exc:
+        raise FileSkipped(f"cannot be read ({exc.strerror or exc})") from exc
     finally:
         os.close(fd)
+
+
+def _read_whole(path: Path, size: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return _read_fd(fd, size)
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd: int, size: int) -> bytes:
+    """The file's bytes to its end: one read when it is still `size` long (asked for one byte more, it answers
+    `size` only at the end), more when it changed since."""
+    data = os.read(fd, size + 1)
+    if len(data) == size:
+        return data
+    chunks = [data]
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def decode_text(data: bytes) -> str:

@@ -6,6 +6,7 @@ import: it is skipped with a reason (a `Skip`), and one transaction per episode 
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator
@@ -107,12 +108,16 @@ def _prepared(jobs: list[tuple]) -> Iterator[PreparedEpisode]:
     if workers < 2 or len(jobs) < PARALLEL_FROM or multiprocessing.current_process().daemon:
         yield from map(_prepare_one, jobs)  # a daemonic process (a Celery pool child) may not start workers
         return
-    # fork: workers inherit settings as they are (test overrides too) and never touch the database.
+    # fork: workers inherit settings as they are (test overrides too) and never touch the database. Frozen first:
+    # a worker's collections then skip the ~100,000 objects it inherits (Django's, the app's), which they would walk
+    # (and copy, page by page, by touching them) every time, and so do this process's while it writes the batches.
+    gc.freeze()
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
     try:
         yield from pool.map(_prepare_one, jobs, chunksize=8)
     finally:  # when the import stops early, queued folders are dropped, not prepared for nothing
         pool.shutdown(wait=True, cancel_futures=True)
+        gc.unfreeze()
 
 
 def _count(summary: ImportSummary, prepared: PreparedEpisode, existed: bool) -> None:
