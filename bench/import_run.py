@@ -4,7 +4,9 @@ As a user runs it first (target: 1,000 episodes/s): `python manage.py taskgen im
 start, Django's setup, the engine's run, the worker processes that read and hash the files), on a database and media
 root of its own, its wall time and its CPU from os.wait4 (the process and the worker processes it waited for); then
 once more (nothing new). Then, as a diagnosis, the same import in this process (import_run_dir), its CPU and its
-workers' apart.
+workers' apart, and PostgreSQL's backend CPU besides. Each CPU figure says the kernel's share: most of it creates the
+blob files, and it swings several-fold with how many files were deleted on the same disk in the minutes before (ext4
+without a journal passes over recently freed inodes one by one when it allocates a new one).
 
 Standalone: `.venv/bin/python bench/import_run.py [--episodes N]`. It sets Django up itself on a temporary SQLite
 database (or throwaway `test_<name>` and `test_<name>_cli` PostgreSQL databases when DATABASE_URL is set) and
@@ -113,10 +115,12 @@ def setup_django(tmp: Path) -> str | None:
     return old_name
 
 
-def _cpu_seconds(since: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
-    """CPU seconds used by this process and by its finished worker processes (since an earlier reading)."""
+def _cpu_seconds(since: tuple[float, ...] = (0.0,) * 4) -> tuple[float, ...]:
+    """CPU seconds used by this process and by its finished worker processes, then the kernel's share of each (since
+    an earlier reading)."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (own.ru_utime + own.ru_stime - since[0], children.ru_utime + children.ru_stime - since[1])
+    now = (own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime, own.ru_stime, children.ru_stime)
+    return tuple(value - before for value, before in zip(now, since, strict=True))
 
 
 def folder_size(path: Path) -> tuple[int, int]:
@@ -184,8 +188,9 @@ def _cli_drop(env: dict) -> None:
         admin.execute(f'DROP DATABASE IF EXISTS "{parts.path.lstrip("/")}" WITH (FORCE)')
 
 
-def _cli_import(tmp: Path, env: dict, prefix: list[str] | None = None) -> tuple[float, float]:
-    """One `python manage.py taskgen import RUN_DIR` process: (wall seconds, CPU seconds of it and its workers)."""
+def _cli_import(tmp: Path, env: dict, prefix: list[str] | None = None) -> tuple[float, float, float]:
+    """One `python manage.py taskgen import RUN_DIR` process: (wall seconds, CPU seconds of it and its workers, the
+    kernel's share of them)."""
     command = [*(prefix or []), sys.executable, str(ROOT / "manage.py"), "taskgen", "import", str(tmp / "run")]
     started = time.perf_counter()
     with (tmp / "cli-import.log").open("w") as log:
@@ -194,7 +199,7 @@ def _cli_import(tmp: Path, env: dict, prefix: list[str] | None = None) -> tuple[
     seconds = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"taskgen import failed:\n{(tmp / 'cli-import.log').read_text()[-2000:]}")
-    return seconds, usage.ru_utime + usage.ru_stime
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_stime
 
 
 def as_users_run_it(tmp: Path, args: argparse.Namespace) -> None:
@@ -202,10 +207,11 @@ def as_users_run_it(tmp: Path, args: argparse.Namespace) -> None:
     env = _cli_env(tmp)
     try:
         for label in ("first import", "second import (nothing new)"):
-            seconds, cpu = _cli_import(tmp, env)
+            seconds, cpu, kernel = _cli_import(tmp, env)
             print(f"as users run it, {label}: `taskgen import RUN_DIR` {seconds:.2f}s, "
                   f"{args.episodes / seconds:.0f} episodes/s (target 1,000); CPU {cpu:.2f}s = "
-                  f"{cpu * 1000 / args.episodes:.2f} ms per episode (the process and its workers) ({load()})")
+                  f"{cpu * 1000 / args.episodes:.2f} ms per episode (the process and its workers; {kernel:.2f}s of "
+                  f"it in the kernel) ({load()})")
     finally:
         _cli_drop(env)
     if args.py_spy:
@@ -221,7 +227,7 @@ def _py_spy(tmp: Path, args: argparse.Namespace) -> None:
     raw = ROOT / "var" / "bench" / "import.py-spy.txt"  # kept for a closer look (collapsed stacks)
     raw.parent.mkdir(parents=True, exist_ok=True)
     try:
-        seconds, cpu = _cli_import(tmp, env, prefix=[*py_spy_prefix(raw)[:-1], "--subprocesses", "--"])
+        seconds, cpu, _ = _cli_import(tmp, env, prefix=[*py_spy_prefix(raw)[:-1], "--subprocesses", "--"])
     finally:
         _cli_drop(env)
     print(f"py-spy of `taskgen import`: {seconds:.2f}s, CPU {cpu * 1000 / args.episodes:.2f} ms per episode under "
@@ -233,6 +239,7 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     from django.conf import settings
     from django.db import connection
 
+    from bench.cpu import BackendsSampled
     from taskgen.stages.import_.service import import_run_dir
 
     started = time.perf_counter()
@@ -244,11 +251,14 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     print("diagnosis: the same import in this process (import_run_dir), its CPU and its workers' apart")
     for label in ("first import", "second import (nothing new)"):
         started, cpu_started = time.perf_counter(), _cpu_seconds()
-        summary = import_run_dir(run_dir=tmp / "run")
-        seconds, (cpu, workers_cpu) = time.perf_counter() - started, _cpu_seconds(cpu_started)
+        with BackendsSampled() as backends:
+            summary = import_run_dir(run_dir=tmp / "run")
+        seconds, (cpu, workers_cpu, kernel, workers_kernel) = time.perf_counter() - started, _cpu_seconds(cpu_started)
         # CPU seconds too: on a shared machine the wall clock also measures everyone else's work.
         print(f"{label}: {seconds:.2f}s, {args.episodes / seconds:.0f} episodes/s; CPU {cpu:.2f}s here + "
-              f"{workers_cpu:.2f}s in workers = {args.episodes / max(cpu + workers_cpu, 1e-9):.0f} episodes per CPU s; "
+              f"{workers_cpu:.2f}s in workers = {args.episodes / max(cpu + workers_cpu, 1e-9):.0f} episodes per CPU "
+              f"s (the kernel's share {kernel:.2f} + {workers_kernel:.2f}s; besides, PostgreSQL's backend "
+              f"{backends.cpu:.2f}s); "
               f"{summary.episodes_added} added, {summary.episodes_unchanged} unchanged, "
               f"{summary.screenshots} screenshots, {len(summary.skipped)} skipped ({load()})")
     count, size = folder_size(Path(settings.MEDIA_ROOT) / "blobs")
