@@ -180,24 +180,46 @@ def _ids_unpacked(data: bytes) -> array:
     return ids
 
 
-def _kept_order(run: Run) -> tuple[str, str, bytes] | None:
-    """The kept order's signature, what ordered it, and its ids. On PostgreSQL the ids (8 MB at a million episodes,
-    kept uncompressed: migration 0024) come as binary: in the driver's default text they are 16 MB of hex to decode
-    (75 ms against 12-30 ms)."""
-    kept = ExportOrder.objects.filter(run=run).values_list("signature", "order_from", "episode_ids")
+def _kept_ids(run: Run, signature: str) -> array | None:
+    """The kept order's ids, if it still has this signature. On PostgreSQL the ids (8 MB at a million episodes, kept
+    uncompressed: migration 0024) come as binary: in the driver's default text they are 16 MB of hex to decode (75
+    ms against 12-30 ms)."""
+    kept = ExportOrder.objects.filter(run=run, signature=signature).values_list("episode_ids", flat=True)
     if connection.vendor != "postgresql":
-        return kept.first()
-    sql, params = kept.query.sql_with_params()
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:  # Django's connection and transaction, binary results
-        cursor.execute(sql, params, binary=True)
-        return cursor.fetchone()
+        data = kept.first()
+    else:
+        sql, params = kept.query.sql_with_params()
+        connection.ensure_connection()
+        with psycopg.Cursor(connection.connection) as cursor:  # Django's connection and transaction, binary results
+            cursor.execute(sql, params, binary=True)
+            data = (cursor.fetchone() or (None,))[0]
+    return None if data is None else _ids_unpacked(bytes(data))
+
+
+_RECENT: dict[int, tuple[str, array, str]] = {}  # run id -> signature, ids, what ordered them: this process's last
+_RECENT_RUNS = 2  # orders kept in a process (8 MB each at a million episodes)
+
+
+def _recent(run: Run, signature: str, found: tuple[array, str] | None = None) -> tuple[array, str] | None:
+    """The order this process last read for the run, if it has this signature (its ids as the kept row holds
+    them: one signature, one order); with `found`, remember it."""
+    if found is not None:
+        _RECENT.pop(run.pk, None)
+        while len(_RECENT) >= _RECENT_RUNS:
+            _RECENT.pop(next(iter(_RECENT)))
+        _RECENT[run.pk] = (signature, *found)
+        return found
+    recent = _RECENT.get(run.pk)
+    return recent[1:] if recent is not None and recent[0] == signature else None
 
 
 def _export_order(run: Run) -> tuple[array, str]:
-    kept = _kept_order(run)
+    kept = ExportOrder.objects.filter(run=run).values_list("signature", "order_from").first()
     if kept is not None and _still_holds(run, kept[0]):
-        return _ids_unpacked(bytes(kept[2])), kept[1]
+        if (recent := _recent(run, kept[0])) is not None:
+            return recent
+        if (ids := _kept_ids(run, kept[0])) is not None:
+            return _recent(run, kept[0], (ids, kept[1]))
     signature = _signature(run)
     ids, order_from = episodes_in_order(run)
     packed = _ids_packed(ids)
@@ -207,7 +229,7 @@ def _export_order(run: Run) -> tuple[array, str]:
                                                                     "episode_ids": packed})
     except IntegrityError:
         pass  # kept by another request at the same moment, from the same episodes
-    return _ids_unpacked(packed), order_from
+    return _recent(run, signature, (_ids_unpacked(packed), order_from))
 
 
 class ChunkRow(NamedTuple):
