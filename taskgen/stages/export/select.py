@@ -206,22 +206,23 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
                  include_verifier_failed=include_verifier_failed, exclude_risk=exclude_risk,
                  labels_ignored=labels_ignored)
     left_out: dict[str, int] = {}
-    steps = 0
+    steps, pick = 0, selection.picked.append
     for chunk in order_chunks(run, judge_config, context):
         risky = set().union(*(chunk.risks()[name] for name in exclude_risk)) if exclude_risk else set()
         for row, why in zip(chunk.rows, rule.reasons(chunk), strict=True):
-            why = why or ("risk" if row.id in risky else None) or _left_out_reason(row=row, steps=steps,
-                                                                                   budget=budget)
             if why == "unapproved":
                 continue
-            if why in (None, "empty", "budget"):
+            why = why or ("risk" if row.id in risky else None) or _left_out_reason(row=row, steps=steps,
+                                                                                   budget=budget)
+            if why in _CANDIDATE:
                 selection.candidates += 1  # counted before an empty episode is skipped, as the reference does
             if why is not None:
                 left_out[why] = left_out.get(why, 0) + 1
                 continue
-            selection.picked.append(Candidate(row.id, row.task_id, row.site, row.task_order, row.row_count,
-                                              row.content_hash))
+            pick(Candidate(row.id, row.task_id, row.site, row.task_order, row.row_count, row.content_hash))
             steps += row.row_count
+            if stop_at_budget and steps >= budget:
+                break  # the rest of the chunk could only be left out for the budget
         if stop_at_budget and steps >= budget:
             break  # here, not as the next chunk comes: pulling it from order_chunks reads it (a quarter of a certify)
     selection.left_out = {why: left_out[why] for why in LEFT_OUT_WHY if left_out.get(why)}
@@ -259,6 +260,9 @@ class _Rule:
         return ((verdict is not None and _label_reason(verdict, adjudicated, source=self.source,
                                                        include_reviewer_rejected=self.include_reviewer_rejected))
                 or ("verifier" if pk in chunk.failed and not self.include_verifier_failed else None))
+
+
+_CANDIDATE = frozenset({None, "empty", "budget"})  # what the reference counts as a candidate
 
 
 def _left_out_reason(*, row: ChunkRow, steps: int, budget: int) -> str | None:
