@@ -68,6 +68,7 @@ def _oracle(run, config, *, budget: int, exclude_inconsistent: bool, labels_igno
 def test_the_kept_order_read_in_chunks_picks_exactly_what_the_rules_pick(monkeypatch, seed):
     monkeypatch.setattr(export_order_module, "FIRST_CHUNK", 7)  # many chunks, each read once
     monkeypatch.setattr(export_order_module, "LAST_CHUNK", 20)
+    monkeypatch.setattr(export_order_module, "MIN_CHUNK", 2)  # chunks cut to what a selection expects to need
     rng = random.Random(seed)
     run, config = RunFactory(), JudgeConfigFactory()
     _add_episodes(run, config, rng, 90)
@@ -81,7 +82,7 @@ def test_the_kept_order_read_in_chunks_picks_exactly_what_the_rules_pick(monkeyp
                 whole = export_select(**kwargs)
                 expected = _oracle(run, config, budget=budget, exclude_inconsistent=cut, labels_ignored=ignored)
                 assert [c.episode_id for c in fast.picked] == [c.episode_id for c in whole.picked] == expected
-                assert _chunks_read(context) == _chunks_needed(run, fast), "a chunk past the budget was read"
+                assert _chunks_read(context) == _chunks_needed(run, config, fast, context), "a chunk past the budget"
         _add_episodes(run, config, rng, 25)  # the kept order is stale now: its signature says so
 
 
@@ -89,15 +90,13 @@ def _chunks_read(context: SelectContext) -> int:
     return sum(1 for key in context.reads if key[0] == "chunk")
 
 
-def _chunks_needed(run, selection) -> int:
-    """The chunks up to the one holding the episode that reached the budget (every chunk when none did), with the
-    sizes the test set: 7, then doubling to 20."""
+def _chunks_needed(run, config, selection, context: SelectContext) -> int:
+    """The chunks up to the one holding the episode that reached the budget (every chunk when none did), by the
+    chunks' edges the selection made (each cut to what it expected to need)."""
     order = list(export_order(run)[0])
     last = order.index(selection.picked[-1].episode_id) if selection.rows >= selection.budget else len(order) - 1
-    start, size, chunks = 0, 7, 0
-    while start <= last:
-        start, size, chunks = start + size, min(20, size * 2), chunks + 1
-    return chunks
+    ends = context.reads[("chunk ends", run.pk, config.pk)]
+    return next(index for index, end in enumerate(ends) if end > last) + 1
 
 
 @pytest.mark.parametrize("source", ["human", "human-over-judge"])

@@ -16,7 +16,7 @@ import hashlib
 import json
 import sys
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -43,6 +43,7 @@ from taskgen.triage.risks_kept import kept_risk_sets
 
 FIRST_CHUNK = 8192  # episodes read at once; each further chunk doubles up to LAST_CHUNK, by default the same size:
 LAST_CHUNK = 8192  # a selection at the reference's budget needs ~25,000 of a million-episode run, doubling read 57,000
+MIN_CHUNK = 1024  # the least a reader that says how far it expects to go (`order_chunks`: wanted) is given at once
 
 
 @dataclass
@@ -253,6 +254,7 @@ class Chunk:
     judge_yes: set[int]
     failed: set[int]
     config_id: int | None
+    positions: int = 0  # the stretch of the order it covers, approvable or not
     _risks: dict[str, set[int]] | None = None
     reasons: dict[tuple, list[str | None]] = field(default_factory=dict)  # per selection rule (select.py: _Rule)
 
@@ -292,7 +294,7 @@ def _chunk(ids: list[int], judge_config: JudgeConfig | None) -> Chunk:
     failed = set(VerifierResult.objects.filter(among(VerifierResult, approvable, "episode_id"), ok=False)
                  .values_list("episode_id", flat=True)) if approvable else set()
     return Chunk([found[pk] for pk in approvable if pk in found], finals, judge_yes, failed,
-                 judge_config.pk if judge_config else None)
+                 judge_config.pk if judge_config else None, len(ids))
 
 
 def _chunk_rows(ids: list[int]) -> dict[int, ChunkRow]:
@@ -308,15 +310,23 @@ def _chunk_rows(ids: list[int]) -> dict[int, ChunkRow]:
             for pk, order, task, site, has_rows, count, content_hash in rows}
 
 
-def order_chunks(run: Run, judge_config: JudgeConfig | None, context: SelectContext | None = None) -> Iterator[Chunk]:
-    """The run's episodes in export order, a chunk at a time (each read once per context, as it is first reached)."""
+def order_chunks(run: Run, judge_config: JudgeConfig | None, context: SelectContext | None = None,
+                 wanted: Callable[[], int] | None = None) -> Iterator[Chunk]:
+    """The run's episodes in export order, a chunk at a time (each read once per context, as it is first reached).
+    `wanted()`, asked before a chunk nobody has read yet, is how many more positions the reader expects to need: the
+    chunk is cut to that (at least MIN_CHUNK), so a selection that ends just past a chunk's edge does not read a
+    whole chunk more (a certificate's population at 1M ended 257 positions into its third chunk of 8,192). The
+    chunks' edges are kept in the context: every reader of one computation reads the same chunks."""
     order, _ = export_order(run, context)
-    start, size, index = 0, FIRST_CHUNK, 0
     config_id = judge_config.pk if judge_config else None
+    ends = _read(context, ("chunk ends", run.pk, config_id), list)
+    start, size, index = 0, FIRST_CHUNK, 0
     while start < len(order):
-        ids = [int(pk) for pk in order[start:start + size]]
-        yield _read(context, ("chunk", run.pk, config_id, index), lambda ids=ids: _chunk(ids, judge_config))
-        start, size, index = start + size, min(LAST_CHUNK, size * 2), index + 1
+        if index == len(ends):
+            ends.append(min(len(order), start + (size if wanted is None else min(size, max(MIN_CHUNK, wanted())))))
+        ids = [int(pk) for pk in order[start:ends[index]]]
+        yield _read(context, ("chunk", run.pk, config_id, start), lambda ids=ids: _chunk(ids, judge_config))
+        start, size, index = ends[index], min(LAST_CHUNK, size * 2), index + 1
 
 
 def read_risk_sets(ids, *, run: Run, judge_config: JudgeConfig | None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from pathlib import Path
 from django.conf import settings
 
 from taskgen.models import Export, JudgeConfig, Judgment, LabelVerdict, Run, Screenshot
-from taskgen.stages.export.order import Chunk, ChunkRow, SelectContext, export_order, order_chunks
+from taskgen.stages.export.order import LAST_CHUNK, Chunk, ChunkRow, SelectContext, export_order, order_chunks
 from taskgen.triage.risk import RiskError, risk_names_check
 
 MANIFEST_FORMAT = "taskgen-rows-manifest/1"
@@ -206,8 +207,15 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
                  include_verifier_failed=include_verifier_failed, exclude_risk=exclude_risk,
                  labels_ignored=labels_ignored)
     left_out: dict[str, int] = {}
-    steps, pick = 0, selection.picked.append
-    for chunk in order_chunks(run, judge_config, context):
+    steps, walked, pick = 0, 0, selection.picked.append
+
+    def wanted() -> int:
+        """The positions still to walk to reach the budget, at the steps a position walked so far, and a quarter
+        more (a whole chunk until anything is counted)."""
+        return math.ceil((budget - steps) * walked / steps * 1.25) if steps > 0 else LAST_CHUNK
+
+    for chunk in order_chunks(run, judge_config, context, wanted if stop_at_budget else None):
+        walked += chunk.positions
         risky = set().union(*(chunk.risks()[name] for name in exclude_risk)) if exclude_risk else set()
         for row, why in zip(chunk.rows, rule.reasons(chunk), strict=True):
             if why == "unapproved":
