@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-import psycopg
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Max, Sum
 
@@ -189,6 +188,8 @@ def _kept_ids(run: Run, signature: str) -> array | None:
     if connection.vendor != "postgresql":
         data = kept.first()
     else:
+        import psycopg  # here, not at the top: the driver is 22 MB of a process's memory where SQLite serves it
+
         sql, params = kept.query.sql_with_params()
         connection.ensure_connection()
         with psycopg.Cursor(connection.connection) as cursor:  # Django's connection and transaction, binary results
