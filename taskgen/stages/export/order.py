@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import threading
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -200,16 +201,18 @@ def _kept_ids(run: Run, signature: str) -> array | None:
 
 _RECENT: dict[int, tuple[str, array, str]] = {}  # run id -> signature, ids, what ordered them: this process's last
 _RECENT_RUNS = 2  # orders kept in a process (8 MB each at a million episodes)
+_RECENT_LOCK = threading.Lock()
 
 
 def _recent(run: Run, signature: str, found: tuple[array, str] | None = None) -> tuple[array, str] | None:
     """The order this process last read for the run, if it has this signature (its ids as the kept row holds
     them: one signature, one order); with `found`, remember it."""
     if found is not None:
-        _RECENT.pop(run.pk, None)
-        while len(_RECENT) >= _RECENT_RUNS:
-            _RECENT.pop(next(iter(_RECENT)))
-        _RECENT[run.pk] = (signature, *found)
+        with _RECENT_LOCK:  # a web worker's threads
+            _RECENT.pop(run.pk, None)
+            while len(_RECENT) >= _RECENT_RUNS:
+                _RECENT.pop(next(iter(_RECENT)))
+            _RECENT[run.pk] = (signature, *found)
         return found
     recent = _RECENT.get(run.pk)
     return recent[1:] if recent is not None and recent[0] == signature else None
