@@ -189,8 +189,9 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
     (taskgen/triage/risk.py); and how many approved episodes are left out, by reason. `labels_ignored` selects as if
     no human had labelled anything: a certificate's frame, the judge's own choice, which no label moves.
     `stop_at_budget` stops reading the run once the budget is reached: the same episodes are picked (none after that
-    point could be), but `candidates` and `left_out` count only the episodes read. `context` shares the run's reads
-    between the selections of one computation."""
+    point could be), but `candidates` and `left_out` count only the episodes up to that point (a certificate reads
+    neither), and the last chunk is read only as far as the selection expects to need. `context` shares the run's
+    reads between the selections of one computation."""
     budget = export_budget_check(settings.EXPORT_BUDGET if budget is None else budget)
     export_source_check(source=source, judge_config=judge_config)
     export_include_check(source=source, include_reviewer_rejected=include_reviewer_rejected)
