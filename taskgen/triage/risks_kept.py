@@ -100,7 +100,6 @@ def kept_risk_arrays(run_id: int, config_id: int, verdict: str):
     return ids, {name: ids[(bits >> i) & 1 == 1] for i, name in enumerate(RISK_NAMES)}
 
 
-
 # One index probe an episode, whatever the statistics say: asked as `episode_id = ANY(array)` or as a join to the
 # ids, PostgreSQL costed a few thousand probes of the million-row table above reading all of it (5,166 episodes:
 # 58 ms scanned, 7 ms probed); a LATERAL subquery with a LIMIT is not flattened into a join, so it stays a probe.
