@@ -83,14 +83,19 @@ def read_bytes(path: Path, *, root: Path, limit: int) -> bytes:
             info = inside(path, root).stat()
     except OSError as exc:
         raise FileSkipped(f"cannot be read ({exc.strerror or exc})") from exc
-    if not stat.S_ISREG(info.st_mode):
-        raise FileSkipped("not a regular file")  # a FIFO or device would hang or flood the import
-    if info.st_size > limit:
-        raise FileSkipped(f"{info.st_size:,} bytes is over the {limit:,}-byte limit")
+    _readable_check(info, limit)
     try:
         return _read_whole(path, info.st_size)
     except OSError as exc:
         raise FileSkipped(f"cannot be read ({exc.strerror or exc})") from exc
+
+
+def _readable_check(info: os.stat_result, limit: int) -> None:
+    """What an import reads: a regular file (a FIFO or device would hang or flood it) of at most `limit` bytes."""
+    if not stat.S_ISREG(info.st_mode):
+        raise FileSkipped("not a regular file")
+    if info.st_size > limit:
+        raise FileSkipped(f"{info.st_size:,} bytes is over the {limit:,}-byte limit")
 
 
 def read_listed(entry: os.DirEntry, *, root: Path, limit: int) -> bytes:
@@ -106,10 +111,7 @@ def read_listed(entry: os.DirEntry, *, root: Path, limit: int) -> bytes:
         return read_bytes(Path(entry.path), root=root, limit=limit)
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):  # replaced by a FIFO or device since: O_NONBLOCK kept the open from hanging
-            raise FileSkipped("not a regular file")
-        if info.st_size > limit:
-            raise FileSkipped(f"{info.st_size:,} bytes is over the {limit:,}-byte limit")
+        _readable_check(info, limit)  # replaced by a FIFO since the listing: O_NONBLOCK kept the open from hanging
         return _read_fd(fd, info.st_size)
     except OSError as exc:
         raise FileSkipped(f"cannot be read ({exc.strerror or exc})") from exc

@@ -177,7 +177,7 @@ def episode_screenshots(episode: Episode) -> list[EvidenceShot]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [episode.pk, Screenshot.Kind.STEP, Screenshot.Kind.FINAL])
         rows = [EvidenceShot(*row) for row in cursor.fetchall()]
-    steps = sorted((s for s in rows if s.kind == Screenshot.Kind.STEP), key=lambda s: s.step)
+    steps = [s for s in rows if s.kind == Screenshot.Kind.STEP]  # in step order: the statement sorts them
     return steps + [s for s in rows if s.kind == Screenshot.Kind.FINAL]
 
 
