@@ -157,3 +157,49 @@ def test_taskgen_rows_killed_midway_is_resumed_and_writes_what_a_whole_export_wr
     pipeline_run.refresh_from_db()
     assert pipeline_run.status == "done" and _files(data / "resumed") == _files(data / "whole")
     assert Export.objects.count() == 2
+
+
+def test_a_command_that_works_its_run_itself_sends_no_workers(tmp_path, _no_broker,
+                                                              django_capture_on_commit_callbacks):
+    """`taskgen import` and `taskgen judge` with a judge that works here work the units in the command: no worker
+    message is sent for them (the judge's 40 cost a quarter of its start). A run started elsewhere gets them."""
+    run_dir = build_run(tmp_path, ["shop-a", "shop-b"])
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _taskgen("import", str(run_dir), "--name", "here-run")[0] == 0
+        assert _taskgen("judge", "here-run", "--provider", "rules")[0] == 0
+    assert _no_broker == []
+    for pipeline_run in PipelineRun.objects.all():
+        assert pipeline_run.status == "done" and pipeline_run.woken_at is not None  # counted as woken: by itself
+
+
+def test_resume_sends_workers_unless_it_works_the_units_itself(tmp_path, _no_broker,
+                                                               django_capture_on_commit_callbacks):
+    run_dir = build_run(tmp_path, ["shop-a"])
+    assert _taskgen("import", str(run_dir), "--name", "resumed")[0] == 0
+    pipeline_run = PipelineRun.objects.get(stage="import")
+    pipeline_run.units.update(status="failed")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _taskgen("resume", str(pipeline_run.pk), "--no-wait")[0] == 0
+    assert _no_broker == [pipeline_run.pk]  # the Celery workers take it
+    pipeline_run.units.update(status="failed")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _taskgen("resume", str(pipeline_run.pk), "--workers", "1")[0] == 0
+    assert _no_broker == [pipeline_run.pk]  # worked here: nothing more sent
+    pipeline_run.refresh_from_db()
+    assert pipeline_run.status == "done"
+
+
+def test_a_run_worked_here_whose_process_died_gets_workers_once_its_leases_lapse(tmp_path, _no_broker):
+    from taskgen.engine.control import run_start
+    from taskgen.engine.tasks import reconcile_now
+    from taskgen.engine.units import units_lease
+
+    run_dir = build_run(tmp_path, ["shop-a"])
+    pipeline_run = run_start(stage=PipelineRun.Stage.IMPORT, params={"run_dir": str(run_dir), "name": "died"},
+                             send_workers=False)
+    assert units_lease(pipeline_run_id=pipeline_run.pk, owner="command-line", count=1, lease_seconds=60)
+    reconcile_now()
+    assert _no_broker == []  # its own process holds the unit
+    _lease_ran_out(pipeline_run)  # the process was killed
+    reconcile_now()
+    assert _no_broker and set(_no_broker) == {pipeline_run.pk}  # as many as the stage gets

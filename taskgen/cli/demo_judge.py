@@ -36,7 +36,8 @@ def run(options: dict, stdout, stderr) -> int:
             stdout.write(f"demo judge: {run.name}: {reason}; left as it is")
             continue
         pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
-                                 params=JudgeParams(run=run.pk, config_id=config.pk, judge=config.key))
+                                 params=JudgeParams(run=run.pk, config_id=config.pk, judge=config.key),
+                                 send_workers=False)
         errors = run_wait(pipeline_run=pipeline_run, stream=io.StringIO(),
                           work_here=max(1, options["workers"])).pipeline_run.failed
         stdout.write(f"demo judge: {run.name}: {json.dumps(judge_summary(run=run, config=config, errors=errors))}")

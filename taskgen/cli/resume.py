@@ -15,7 +15,8 @@ HELP = "Resume a pipeline run (its id, as on the pipeline page): only the units 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline_run", type=int, metavar="PIPELINE_RUN", help="the pipeline run's id")
-    parser.add_argument("--workers", type=int, default=0, help="work its units here with N threads too")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="work its units here with N threads (no Celery workers are sent for it then)")
     parser.add_argument("--stall-seconds", type=float, default=600,
                         help="stop waiting (exit 1) when no unit finished for this long")
     parser.add_argument("--no-wait", action="store_true", help="resume and return at once")
@@ -27,7 +28,8 @@ def run(options: dict, stdout, stderr) -> int:
         stderr.write(f"resume: there is no pipeline run {options['pipeline_run']}")
         return 2
     try:
-        pipeline_run = pipeline_run_resume(pipeline_run=pipeline_run, user=None)
+        pipeline_run = pipeline_run_resume(pipeline_run=pipeline_run, user=None,
+                                           send_workers=not options["workers"])
     except (ResumeError, ValueError) as exc:
         stderr.write(f"resume: {exc}")
         return 2

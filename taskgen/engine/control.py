@@ -18,10 +18,16 @@ class ResumeError(ValueError):
     """The run cannot be resumed (every unit is done already)."""
 
 
-def run_start(*, stage: str, params: dict | StageParams, user=None, started_with: dict | None = None) -> PipelineRun:
+def run_start(*, stage: str, params: dict | StageParams, user=None, started_with: dict | None = None,
+              send_workers: bool = True) -> PipelineRun:
     """Check the parameters (raises StageParamsError), create the run and its units, and send workers once the
     transaction commits. A stage that finds nothing to do raises NothingToDo (no run is made); a run with no units
-    of another stage is finished at once, saying there was nothing to do."""
+    of another stage is finished at once, saying there was nothing to do.
+
+    `send_workers=False`: the caller works the run itself (a command's --workers N) and no worker messages are sent
+    (40 for a judge run: a quarter of a second of the command's start on the embedded broker, spent on messages
+    nobody may take); the run counts as woken now, so the reconciler sends none while the caller's first leases
+    are being taken. Should the caller stop, its leases lapse and the reconciler sends workers then."""
     work = stage_work(stage)
     checked = params if isinstance(params, StageParams) else work.check(params)
     keys = work.units(checked)
@@ -29,12 +35,13 @@ def run_start(*, stage: str, params: dict | StageParams, user=None, started_with
     with transaction.atomic():
         pipeline_run = PipelineRun.objects.create(
             stage=work.name, params=stored, started_by=user, run_id=work.run_of(checked), total=len(keys),
-            status=PipelineRun.Status.RUNNING, started_at=timezone.now())
+            status=PipelineRun.Status.RUNNING, started_at=timezone.now(),
+            woken_at=None if send_workers else timezone.now())
         units_create(pipeline_run=pipeline_run, keys=keys)
-        if keys:
-            dispatch_on_commit(pipeline_run.pk, min(len(keys), workers_per_run(work.name)))
-        else:
+        if not keys:
             run_finish_if_settled(pipeline_run_id=pipeline_run.pk)
+        elif send_workers:
+            dispatch_on_commit(pipeline_run.pk, min(len(keys), workers_per_run(work.name)))
     pipeline_run.refresh_from_db()
     return pipeline_run
 
@@ -51,9 +58,10 @@ def run_cancel(*, pipeline_run: PipelineRun) -> bool:
     return cancelled == 1
 
 
-def run_resume(*, pipeline_run: PipelineRun) -> PipelineRun:
+def run_resume(*, pipeline_run: PipelineRun, send_workers: bool = True) -> PipelineRun:
     """Run again every unit of the run that is not done (failed, cancelled, or still open) with fresh attempts;
-    the same run row, whether it was cancelled, failed, finished with failed units, or is stuck running."""
+    the same run row, whether it was cancelled, failed, finished with failed units, or is stuck running.
+    `send_workers=False`: the caller works the units itself (as run_start's)."""
     with transaction.atomic():
         locked = PipelineRun.objects.select_for_update().get(pk=pipeline_run.pk)
         reopened = WorkUnit.objects.filter(pipeline_run=locked, status__in=[Status.FAILED, Status.CANCELLED]).update(
@@ -63,11 +71,12 @@ def run_resume(*, pipeline_run: PipelineRun) -> PipelineRun:
             raise ResumeError("every unit of this run is done: there is nothing to resume")
         stopped = (timezone.now() - locked.finished_at).total_seconds() if locked.finished_at else 0.0
         PipelineRun.objects.filter(pk=locked.pk).update(status=PipelineRun.Status.RUNNING, finished_at=None,
-                                                        woken_at=None, stopped_seconds=F("stopped_seconds") + stopped)
+                                                        woken_at=None if send_workers else timezone.now(),
+                                                        stopped_seconds=F("stopped_seconds") + stopped)
         run_refresh(pipeline_run_id=locked.pk)  # the reopened units are no longer counted as failed
-        if reopened or still_open:
+        if (reopened or still_open) and send_workers:
             dispatch_on_commit(locked.pk, min(still_open, workers_per_run(locked.stage)))  # reopened ones included
-        else:
+        elif not reopened and not still_open:
             run_finish_if_settled(pipeline_run_id=locked.pk)
     pipeline_run.refresh_from_db()
     return pipeline_run

@@ -112,8 +112,9 @@ def pipeline_run_cancel(*, pipeline_run: PipelineRun) -> bool:
     return run_cancel(pipeline_run=pipeline_run)
 
 
-def pipeline_run_resume(*, pipeline_run: PipelineRun, user) -> PipelineRun:
-    """Run again what is not done: the run reopens its own units, however it was started."""
+def pipeline_run_resume(*, pipeline_run: PipelineRun, user, send_workers: bool = True) -> PipelineRun:
+    """Run again what is not done: the run reopens its own units, however it was started (`send_workers=False`:
+    the caller works them itself, as run_resume's)."""
     if not pipeline_run.units.exists() and pipeline_run.total:
         raise ResumeError("this run has no work units (it was started before the pipeline engine): start a new one")
-    return run_resume(pipeline_run=pipeline_run)
+    return run_resume(pipeline_run=pipeline_run, send_workers=send_workers)

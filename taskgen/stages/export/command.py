@@ -85,7 +85,7 @@ def run(options: dict, stdout, stderr) -> int:
             "include_reviewer_rejected": options["include_reviewer_rejected"],
             "include_verifier_failed": options["include_verifier_failed"],
             "exclude_risk": [r for r in options["exclude_risk"].split(",") if r.strip()],
-            "certify": options["certify"], "confidence": options["confidence"]})
+            "certify": options["certify"], "confidence": options["confidence"]}, send_workers=not options["workers"])
     except (ExportError, StageParamsError) as exc:
         stderr.write(f"rows: {exc}")
         return 2

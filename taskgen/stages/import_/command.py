@@ -63,7 +63,7 @@ def import_here(*, params: dict, stderr, stall_seconds: float | None = None) -> 
     process with a progress bar: (the pipeline run, the import's summary), the summary None when the import failed
     (the reason written to stderr, the pipeline run None when the parameters were refused)."""
     try:
-        pipeline_run = run_start(stage=PipelineRun.Stage.IMPORT, params=params)
+        pipeline_run = run_start(stage=PipelineRun.Stage.IMPORT, params=params, send_workers=False)
     except StageParamsError as exc:
         stderr.write(f"import failed: {exc}")
         return None, None

@@ -111,7 +111,7 @@ def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, Pipe
     here = judge_threads_here(config.provider, calls)  # before the run is made: the SDK loads meanwhile
     try:  # the raw parameters, so the stage checks them as it does a form's (judge_params_check)
         pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
-                                 params={"run": run.pk, "config_id": config.pk, "batch": batch})
+                                 params={"run": run.pk, "config_id": config.pk, "batch": batch}, send_workers=not here)
     except NothingToDo as nothing:
         stderr.write(str(nothing))  # and no pipeline run is made
         return 0, None
