@@ -36,6 +36,10 @@ COPY sandbox ./sandbox
 COPY templates ./templates
 COPY static ./static
 
+# The app's own modules compiled once here: PYTHONDONTWRITEBYTECODE keeps the running services from writing them, and
+# without them every process (each `taskgen` command, each worker) compiles ~140 modules again at its start (~0.1 s).
+RUN python -m compileall -q manage.py taskgen review sandbox
+
 # A throwaway key for the build only: collectstatic reads settings, which need one; the services get theirs as a secret.
 RUN DJANGO_SECRET_KEY=collectstatic-at-build-only TASKGEN_VAR_DIR=/tmp/build-var \
       python manage.py collectstatic --no-input -v0 \
