@@ -14,7 +14,7 @@ from google.genai import errors as genai_errors
 from google.genai import types
 
 from taskgen.providers.base import ClientsPerProcess, ProviderError, ProviderRequest, ProviderResult
-from taskgen.providers.body_deadline import BodyDeadlineTransport, timeout_words
+from taskgen.providers.body_deadline import BodyDeadlineTransport, timeout_words, tls_context
 from taskgen.providers.retry import status_transient
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)s\s*$")
@@ -43,9 +43,12 @@ def gemini_client() -> genai.Client:
 def _make_client() -> genai.Client:
     if not settings.GEMINI_API_KEY:
         raise ProviderError("GEMINI_API_KEY is not set: use the rules provider offline", transient=False)
+    tls = tls_context()  # the SDK's async client and websocket take it too ("ssl"), instead of loading their own
     options = types.HttpOptions(timeout=int(settings.JUDGE_TIMEOUT_SECONDS * 1000),
                                 base_url=settings.GOOGLE_GEMINI_BASE_URL or None,
-                                client_args={"transport": BodyDeadlineTransport(settings.JUDGE_TIMEOUT_SECONDS)})
+                                client_args={"transport": BodyDeadlineTransport(settings.JUDGE_TIMEOUT_SECONDS),
+                                             "verify": tls},
+                                async_client_args={"verify": tls, "ssl": tls})
     return genai.Client(api_key=settings.GEMINI_API_KEY, http_options=options)
 
 

@@ -13,7 +13,8 @@ from django.conf import settings
 class CallsInFlight:
     """At most `limit` model calls in flight from this process at once, whatever its thread count: a judge worker
     runs a few more threads than calls (settings.JUDGE_THREADS) so the next episode is prepared and the last one
-    stored while the others wait on the model; only the call itself holds a place."""
+    stored while the others wait on the model; only the call's HTTP exchange holds a place (the SDK's building of
+    the request and reading of the answer do not: taskgen/providers/exchanges.py)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit

@@ -35,6 +35,7 @@ from taskgen.providers import (
     provider_missing,
     provider_offline,
 )
+from taskgen.providers.exchanges import exchanges_limited
 from taskgen.providers.pricing import model_cost_usd
 from taskgen.providers.retry import call_with_retries, retry_delay  # noqa: F401 (retry_delay: the judge's rule too)
 from taskgen.providers.rules import VERSION as RULES_VERSION
@@ -138,7 +139,7 @@ def _call_once(config: JudgeConfig, request: ProviderRequest) -> ProviderResult:
         if wait > 0:
             raise RetryLater(wait, f"rate limit of {config.model}: wait {wait:.0f} s")
     try:
-        with calls_in_flight():
+        with exchanges_limited(calls_in_flight()):
             return provider.complete(request)
     except ProviderError as exc:
         if not exc.transient:
@@ -155,7 +156,7 @@ def _call_with_retries(config: JudgeConfig, request: ProviderRequest, *, in_work
     limit = None if provider_can(config.provider, "offline") else (lambda: rate_limit_acquire(model=config.model))
 
     def call() -> ProviderResult:
-        with calls_in_flight():
+        with exchanges_limited(calls_in_flight()):
             return provider.complete(request)
 
     return call_with_retries(call, attempts=settings.JUDGE_MAX_ATTEMPTS, before=limit, what="judge call")
