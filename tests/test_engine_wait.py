@@ -47,3 +47,47 @@ def test_a_wait_with_threads_ends_when_they_end_the_run_not_at_its_next_look(mon
     waiter.start()
     waiter.join(timeout=120)  # an hour between looks: a wait that looked again only then would still be waiting
     assert waited and waited[0].pipeline_run.status == "done"
+
+
+def test_a_wait_whose_threads_have_nothing_left_ends_when_another_process_ends_the_run(monkeypatch):
+    """Two `taskgen resume RUN --workers N` on one run: the one whose threads ran out of units ends when the other
+    settles the last unit, not at its own next look at the run (an hour here)."""
+    from django.utils import timezone
+
+    from taskgen.engine.runs import run_finish_if_settled, run_refresh
+    from taskgen.engine.units import units_lease
+    from taskgen.models import WorkUnit
+
+    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda args, **kw: None)
+    monkeypatch.setitem(ENGINE_STAGES, "tail-test", StageWork(
+        name="tail-test", check=StageParams.from_json, read=StageParams.from_json, units=lambda params: list("ab"),
+        do=lambda pipeline_run, params, key: key, finish=lambda *args: {}))
+    pipeline_run = run_start(stage="tail-test", params={})
+    held = units_lease(pipeline_run_id=pipeline_run.pk, owner="the other process", count=2, lease_seconds=600)
+    assert len(held) == 2
+    waited, looked, real_counts = [], threading.Event(), engine_wait.unit_counts
+
+    def counts(**kwargs):
+        found = real_counts(**kwargs)
+        looked.set()
+        return found
+
+    monkeypatch.setattr(engine_wait, "unit_counts", counts)
+    monkeypatch.setattr(engine_wait, "IDLE_SECONDS", 3600)  # its idle threads would not see it for an hour either
+
+    def wait() -> None:
+        try:
+            waited.append(engine_wait.run_wait(pipeline_run=pipeline_run, stream=io.StringIO(), work_here=2,
+                                               poll_seconds=3600))
+        finally:
+            connection.close()
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    assert looked.wait(60)
+    WorkUnit.objects.filter(pipeline_run=pipeline_run).update(status="done", finished_at=timezone.now(),
+                                                              lease_owner="", lease_until=None)
+    run_refresh(pipeline_run_id=pipeline_run.pk)
+    run_finish_if_settled(pipeline_run_id=pipeline_run.pk)  # as the other process does with its last unit
+    waiter.join(timeout=30)  # a wait that looked again only at its next look would still be waiting
+    assert waited and waited[0].pipeline_run.status == "done"

@@ -21,6 +21,10 @@ from taskgen.engine.worker import work
 from taskgen.models import PipelineRun
 
 BAR = 30
+# While every unit left is in some worker's hands (none queued), the wait looks at the run's status row this often, so
+# a command whose threads have nothing left ends when another process ends the run, not up to a whole look later.
+TAIL_SECONDS = 0.05
+IDLE_SECONDS = 1.0  # a working thread with no unit due looks again after this long
 
 
 @dataclass
@@ -68,7 +72,7 @@ def _work_here(pipeline_run_id: int, name: str, stop: threading.Event, ended: th
                     pk=pipeline_run_id, status=PipelineRun.Status.RUNNING).exists():
                 ended.set()
                 return
-            stop.wait(min(1.0, again if again is not None else 1.0))
+            stop.wait(min(IDLE_SECONDS, again if again is not None else IDLE_SECONDS))
     finally:
         connection.close()
 
@@ -114,8 +118,24 @@ def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds
             last_settled, settled_at = settled, time.monotonic()
         elif time.monotonic() - settled_at > stall_seconds:
             return Waited(pipeline_run, stalled=True)
-        if (not inline or again) and ended.wait(min(poll_seconds, again or poll_seconds)):
+        if (not inline or again) and _pause(pipeline_run, counts, min(poll_seconds, again or poll_seconds), ended):
             ended.clear()  # a thread saw the run end: one more look, now
+
+
+def _pause(pipeline_run: PipelineRun, counts, seconds: float, ended: threading.Event) -> bool:
+    """Wait `seconds` for the next look, or until a thread here saw the run end (True). While no unit is queued and
+    some are in a worker's hands (the run's tail: this process's threads, or another process's, e.g. a second
+    `taskgen resume --workers N` working the same run), the run's own row is read every TAIL_SECONDS: only the
+    process that settles the last unit hears it from its threads; the others would wait for their next look."""
+    if counts[Status.QUEUED] or not counts[Status.RUNNING]:
+        return ended.wait(seconds)
+    until = time.monotonic() + seconds
+    while (left := until - time.monotonic()) > 0:
+        if ended.wait(min(TAIL_SECONDS, left)):
+            return True
+        if not PipelineRun.objects.filter(pk=pipeline_run.pk, status=PipelineRun.Status.RUNNING).exists():
+            return True
+    return False
 
 
 def units_not_done_lines(pipeline_run: PipelineRun, limit: int = 200) -> list[str]:
