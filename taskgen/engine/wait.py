@@ -21,8 +21,8 @@ from taskgen.engine.worker import work
 from taskgen.models import PipelineRun
 
 BAR = 30
-# While every unit left is in some worker's hands (none queued), the wait looks at the run's status row this often, so
-# a command whose threads have nothing left ends when another process ends the run, not up to a whole look later.
+# While units are in some worker's hands, the wait reads the run's status row this often, so a command ends when
+# another process ends the run, not up to a whole look later.
 TAIL_SECONDS = 0.05
 IDLE_SECONDS = 1.0  # a working thread with no unit due looks again after this long
 
@@ -123,11 +123,11 @@ def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds
 
 
 def _pause(pipeline_run: PipelineRun, counts, seconds: float, ended: threading.Event) -> bool:
-    """Wait `seconds` for the next look, or until a thread here saw the run end (True). While no unit is queued and
-    some are in a worker's hands (the run's tail: this process's threads, or another process's, e.g. a second
-    `taskgen resume --workers N` working the same run), the run's own row is read every TAIL_SECONDS: only the
-    process that settles the last unit hears it from its threads; the others would wait for their next look."""
-    if counts[Status.QUEUED] or not counts[Status.RUNNING]:
+    """Wait `seconds` for the next look, or until the run ended (True). While units are in a worker's hands (this
+    process's threads, or another process's: a second `taskgen resume --workers N` working the same run, the Celery
+    workers), the run's own row is read every TAIL_SECONDS (a primary-key read): only the process that settles the
+    last unit hears it from its threads; the others would wait for their next look, up to `seconds` later."""
+    if not counts[Status.RUNNING]:
         return ended.wait(seconds)
     until = time.monotonic() + seconds
     while (left := until - time.monotonic()) > 0:
