@@ -23,7 +23,7 @@ from taskgen.models import PipelineRun
 BAR = 30
 # While units are in some worker's hands, the wait reads the run's status row this often, so a command ends when
 # another process ends the run, not up to a whole look later.
-TAIL_SECONDS = 0.05
+TAIL_SECONDS = 0.1  # a primary-key read: 0.3 ms of CPU, 3 ms a second
 IDLE_SECONDS = 1.0  # a working thread with no unit due looks again after this long
 
 
