@@ -203,18 +203,20 @@ def test_a_config_names_the_prompt_in_use_and_rules_ignores_a_model_name():
         judge_config_for("rules", None, "v0-not-loaded", None)
 
 
-def test_cli_with_workers_starts_loading_its_provider_before_it_makes_the_run(db, settings, monkeypatch):
-    """The provider (google-genai: 0.4 s of CPU) loads on a thread while the run is made, not on the way to the
-    first calls."""
+def test_cli_with_workers_loads_its_provider_once_the_run_is_made_before_its_threads_start(db, settings,
+                                                                                           monkeypatch):
+    """The provider (google-genai: 0.3 s of CPU) is loaded once there is a run to judge, before its threads start
+    (beside them, it shared the GIL with their connections and leases)."""
     from taskgen.stages.judge import command as judge_command
 
     settings.GEMINI_API_KEY, settings.JUDGE_PROVIDER = "", "rules"
     shop_episode(run=RunFactory(name="loaded-first"))
-    order, run_start = [], judge_command.run_start
-    monkeypatch.setattr("taskgen.stages.judge.work.provider_load_soon", lambda name: order.append(f"load {name}"))
+    order, run_start, run_wait = [], judge_command.run_start, judge_command.run_wait
+    monkeypatch.setattr("taskgen.stages.judge.work.provider_load_now", lambda name: order.append(f"load {name}"))
     monkeypatch.setattr(judge_command, "run_start", lambda **kw: order.append("run") or run_start(**kw))
+    monkeypatch.setattr(judge_command, "run_wait", lambda **kw: order.append("threads") or run_wait(**kw))
     _cli("loaded-first", "--workers", "1")
-    assert order == ["load rules", "run"]
+    assert order == ["run", "load rules", "threads"]
 
 
 def test_resume_works_a_judge_run_here_as_the_judge_command_does(db, settings, monkeypatch):
@@ -230,7 +232,7 @@ def test_resume_works_a_judge_run_here_as_the_judge_command_does(db, settings, m
     shop_episode(run=run)
     pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE, params={"run": run.pk, "config_id": judge_config_for().pk})
     loaded = []
-    monkeypatch.setattr("taskgen.stages.judge.work.provider_load_soon", loaded.append)
+    monkeypatch.setattr("taskgen.stages.judge.work.provider_load_now", loaded.append)
     try:
         assert _threads_here(pipeline_run, 8) == judge_threads_for(8)
         assert (loaded, calls_in_flight().limit) == (["rules"], 8)

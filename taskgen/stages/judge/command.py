@@ -108,13 +108,13 @@ def _judge_on_engine(run: Run, config, options: dict, stderr) -> tuple[int, Pipe
     not judged."""
     batch = options["batch"]
     calls = max(options["workers"], 1 if provider_can(config.provider, "offline") else 0)
-    here = judge_threads_here(config.provider, calls)  # before the run is made: the SDK loads meanwhile
     try:  # the raw parameters, so the stage checks them as it does a form's (judge_params_check)
         pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
-                                 params={"run": run.pk, "config_id": config.pk, "batch": batch}, send_workers=not here)
+                                 params={"run": run.pk, "config_id": config.pk, "batch": batch}, send_workers=not calls)
     except NothingToDo as nothing:
         stderr.write(str(nothing))  # and no pipeline run is made
         return 0, None
+    here = judge_threads_here(config.provider, calls)  # the SDK loaded now, before the threads start
     in_flight = f", {calls} call{'s' if calls > 1 else ''} in flight" if here else ""
     where = where_words(pipeline_run=pipeline_run, work_here=here) + in_flight
     how = " through one Gemini Batch API job" if batch else ""

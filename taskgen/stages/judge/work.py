@@ -11,7 +11,7 @@ from taskgen.concurrency import judge_threads_for
 from taskgen.engine.contract import NothingToDo, StageParams, StageParamsError, StageWork
 from taskgen.engine.stage_table import stage_register
 from taskgen.models import Episode, JudgeConfig, PipelineRun, Run
-from taskgen.providers import provider_check, provider_load_soon
+from taskgen.providers import provider_check, provider_load_now
 from taskgen.stages.judge.batch import judge_batch_unit
 from taskgen.stages.judge.in_flight import calls_in_flight_choose
 from taskgen.stages.judge.service import JudgeError, episodes_to_judge, judge_config_for, judge_episode, judge_summary
@@ -83,11 +83,11 @@ def _config(config_id: int, key: str) -> JudgeConfig | None:
 
 def judge_threads_here(provider: str, calls: int) -> int:
     """Threads for a process judging a run's units itself with `calls` in flight (`taskgen judge --workers N`,
-    `taskgen resume` of a judge run): the provider's SDK starts loading on a thread now (google-genai: 0.4 s of CPU,
-    not on the way to the first calls), the process keeps `calls` in flight, and a few more threads prepare the next
-    episodes while they wait."""
+    `taskgen resume` of a judge run): the provider's SDK is loaded now, before the threads start (provider_load_now
+    says why), the process keeps `calls` in flight, and a few more threads prepare the next episodes while they
+    wait."""
     if calls:
-        provider_load_soon(provider)
+        provider_load_now(provider)
     calls_in_flight_choose(calls or None)
     return judge_threads_for(calls) if calls > 1 else calls
 
