@@ -34,7 +34,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-import taskgen.engine.tasks as engine_tasks  # noqa: E402
+import taskgen.engine.send as engine_send  # noqa: E402
 from bench.cpu import backend_pid, cpu_seconds  # noqa: E402
 from bench.engine_stage import NAME, register  # noqa: E402
 from taskgen.engine.control import run_start  # noqa: E402
@@ -62,7 +62,7 @@ def _load() -> str:
 
 def overhead(units: int, batch: int) -> None:
     register(batch=batch)
-    engine_tasks.dispatch = lambda *args, **kwargs: True  # this process works the units; no worker is sent
+    engine_send.dispatch = lambda *args, **kwargs: True  # this process works the units; no worker is sent
     pid, counter = backend_pid(connection), Counter()
     with connection.execute_wrapper(counter):
         cpu, wall = cpu_seconds(pid), time.perf_counter()
@@ -109,7 +109,7 @@ def _wait(condition, seconds: float) -> bool:
 
 def recovery(units: int, folder: Path, short: bool) -> None:
     register(batch=10)
-    engine_tasks.dispatch = lambda *args, **kwargs: False  # the worker's beat sends the workers
+    engine_send.dispatch = lambda *args, **kwargs: False  # the worker's beat sends the workers
     env = {**os.environ, **(SHORT if short else {}), "BENCH_ENGINE_BATCH": "10"}
     terms = ("leases 5 s, reconciler 1 s" if short else
              f"default leases {settings.ENGINE_LEASE_SECONDS} s, reconciler {settings.ENGINE_RECONCILE_SECONDS} s")

@@ -34,7 +34,7 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.urls import reverse  # noqa: E402
 
-import taskgen.engine.tasks as engine_tasks  # noqa: E402
+import taskgen.engine.send as engine_send  # noqa: E402
 from bench.cpu import scratch_database_ensure  # noqa: E402
 from taskgen.engine.wait import run_wait  # noqa: E402
 from taskgen.models import Episode, FinalLabel, FinalLabelChange, Label, LabelChange, PipelineRun, Run, Site, Task  # noqa: E402  # noqa: E402
@@ -123,7 +123,7 @@ def main() -> None:
     if os.environ.get("DATABASE_URL", "").startswith("postgres"):
         scratch_database_ensure(os.environ["DATABASE_URL"])
     call_command("migrate", verbosity=0)
-    engine_tasks.dispatch = lambda *a, **k: True  # this process works the units; no Celery worker is sent
+    engine_send.dispatch = lambda *a, **k: True  # this process works the units; no Celery worker is sent
     data = _fill(args.mb)
     lines = data.count(b"\n")
     print(f"backup: {len(data) / 1e6:.1f} MB, {lines:,} lines ({_load()})", flush=True)

@@ -191,7 +191,7 @@ def test_resume_sends_workers_unless_it_works_the_units_itself(tmp_path, _no_bro
 
 def test_a_run_worked_here_whose_process_died_gets_workers_once_its_leases_lapse(tmp_path, _no_broker):
     from taskgen.engine.control import run_start
-    from taskgen.engine.tasks import reconcile_now
+    from taskgen.engine.send import reconcile_now
     from taskgen.engine.units import units_lease
 
     run_dir = build_run(tmp_path, ["shop-a"])

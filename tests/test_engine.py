@@ -163,7 +163,7 @@ def _with_do(do):
 def test_a_unit_longer_than_its_lease_keeps_it_by_its_heartbeat(monkeypatch):
     if connection.vendor == "sqlite" and connection.is_in_memory_db():
         pytest.skip("the heartbeat writes from its own thread: needs a database other connections see")
-    monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda *args, **kwargs: True)
+    monkeypatch.setattr("taskgen.engine.send.dispatch", lambda *args, **kwargs: True)
     seen = []
 
     def slow(pipeline_run, params, key):  # three leases long; the reconciler runs half way through

@@ -57,7 +57,7 @@ def services(fake_gemini, redis_server, tmp_path, settings, monkeypatch):
     """Start workers and beat on demand; every process is killed at the end."""
     settings.GEMINI_API_KEY = "test-key-not-real"
     settings.GOOGLE_GEMINI_BASE_URL = fake_gemini.base_url
-    monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda *args, **kwargs: False)  # beat wakes the run
+    monkeypatch.setattr("taskgen.engine.send.dispatch", lambda *args, **kwargs: False)  # beat wakes the run
     processes = CeleryProcesses(tmp_path, env=celery_env(fake_base_url=fake_gemini.base_url,
                                                          broker_url=redis_server.url, media_root=tmp_path,
                                                          **SHORT_LEASES))

@@ -47,7 +47,7 @@ def processes(fake_gemini, tmp_path, settings, monkeypatch):
     redis_server = RedisServer(None, tmp_path).start()
     settings.GEMINI_API_KEY = "test-key-not-real"
     settings.GOOGLE_GEMINI_BASE_URL = fake_gemini.base_url
-    monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda *args, **kwargs: False)  # beat wakes the run
+    monkeypatch.setattr("taskgen.engine.send.dispatch", lambda *args, **kwargs: False)  # beat wakes the run
     started = CeleryProcesses(tmp_path, env=celery_env(fake_base_url=fake_gemini.base_url,
                                                        broker_url=redis_server.url, media_root=tmp_path))
     yield started

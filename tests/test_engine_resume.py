@@ -142,7 +142,7 @@ def test_a_run_started_from_the_web_page_cancelled_half_way_resumes_from_the_pag
 
 
 def test_a_run_cancelled_while_queued_does_nothing_until_resumed(worker, admin_client_role, monkeypatch):
-    monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda *args, **kwargs: False)  # queued: no worker sent
+    monkeypatch.setattr("taskgen.engine.send.dispatch", lambda *args, **kwargs: False)  # queued: no worker sent
     run = _run_to_judge()
     admin_client_role.post(reverse("review:pipeline_start", args=["judge"]), _web_params(run))
     pk = PipelineRun.objects.get(stage="judge").pk

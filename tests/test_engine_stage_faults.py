@@ -41,7 +41,7 @@ def _postgresql_only():
 @pytest.fixture
 def processes(tmp_path, settings, monkeypatch):
     """Start Celery workers (on the given queues) and beat on the test database; every process is killed after."""
-    monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda *args, **kwargs: False)  # beat wakes the run
+    monkeypatch.setattr("taskgen.engine.send.dispatch", lambda *args, **kwargs: False)  # beat wakes the run
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.celery_worker_settings",
            "TASKGEN_WORKER_DB_NAME": str(connection.settings_dict["NAME"]),
            "TASKGEN_MEDIA_ROOT": str(settings.MEDIA_ROOT), "TASKGEN_DATA_ROOT": str(settings.DATA_ROOT),

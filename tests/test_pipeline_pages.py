@@ -53,13 +53,13 @@ def units_here(pipeline_run_id: int) -> None:
 @pytest.fixture
 def engine_here(monkeypatch):
     """Workers sent for a run work its units here, at once, instead of through a broker."""
-    monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda pk, workers, countdown=0: units_here(pk) or True)
+    monkeypatch.setattr("taskgen.engine.send.dispatch", lambda pk, workers, countdown=0: units_here(pk) or True)
 
 
 @pytest.fixture
 def engine_off(monkeypatch):
     """Workers sent for a run go nowhere (the test works the units itself)."""
-    monkeypatch.setattr("taskgen.engine.tasks.dispatch", lambda pk, workers, countdown=0: True)
+    monkeypatch.setattr("taskgen.engine.send.dispatch", lambda pk, workers, countdown=0: True)
 
 
 ADMIN_GETS = ["review:pipeline_list"]

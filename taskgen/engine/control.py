@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from taskgen.engine.contract import StageParams
 from taskgen.engine.runs import run_finish_if_settled, run_refresh
+from taskgen.engine.send import dispatch_on_commit
 from taskgen.engine.stage_table import stage_work, workers_per_run
-from taskgen.engine.tasks import dispatch_on_commit
 from taskgen.engine.units import OPEN, Status, units_create
 from taskgen.models import PipelineRun, WorkUnit
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 
+from taskgen.engine.send import reconcile_now
 from taskgen.engine.stage_table import stage_work
-from taskgen.engine.tasks import reconcile_now
 from taskgen.engine.units import Status, unit_counts, units_not_done
 from taskgen.engine.worker import work
 from taskgen.models import PipelineRun
