@@ -6,6 +6,13 @@ from django.test import Client
 
 from tests.factories import UserFactory
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _celery_app_loaded():
+    """The app the engine's tasks are bound to, loaded in every test process: the app loads it when it sends its
+    first message (taskgen/engine/send.py), and tests that replace a task's apply_async need the task bound first."""
+    import taskgen.celery  # noqa: F401
+
 # Under pytest-xdist (`-n 3 --dist loadgroup`) each worker has its own database, var folder and Redis database
 # (tests/settings.py). The tests of a file that starts processes (Celery workers, the demo, gunicorn, a Redis of its
 # own on a fixed port) or a Chromium for the whole module run on one worker, one after another: a module's worker or

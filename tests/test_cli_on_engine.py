@@ -203,3 +203,21 @@ def test_a_run_worked_here_whose_process_died_gets_workers_once_its_leases_lapse
     _lease_ran_out(pipeline_run)  # the process was killed
     reconcile_now()
     assert _no_broker and set(_no_broker) == {pipeline_run.pk}  # as many as the stage gets
+
+
+def test_resume_queues_a_dead_workers_lapsed_units_at_once_and_leaves_live_ones(tmp_path, _no_broker):
+    """A run stuck running (its worker killed): resume queues the units whose lease ran out itself, not at the
+    reconciler's next pass (which the command line's wait now makes a period in); a unit under a live lease stays."""
+    from taskgen.engine.control import run_resume, run_start
+    from taskgen.engine.units import units_lease
+
+    run_dir = build_run(tmp_path, ["shop-a"])
+    pipeline_run = run_start(stage=PipelineRun.Stage.IMPORT, params={"run_dir": str(run_dir), "name": "stuck"},
+                             send_workers=False)
+    assert units_lease(pipeline_run_id=pipeline_run.pk, owner="killed", count=1, lease_seconds=60)
+    run_resume(pipeline_run=pipeline_run, send_workers=False)
+    assert pipeline_run.units.get().status == "running"  # its holder may still be at work
+    _lease_ran_out(pipeline_run)
+    run_resume(pipeline_run=pipeline_run, send_workers=False)
+    unit = pipeline_run.units.get()
+    assert (unit.status, unit.lease_owner, unit.attempts) == ("queued", "", 0)

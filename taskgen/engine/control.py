@@ -59,13 +59,16 @@ def run_cancel(*, pipeline_run: PipelineRun) -> bool:
 
 
 def run_resume(*, pipeline_run: PipelineRun, send_workers: bool = True) -> PipelineRun:
-    """Run again every unit of the run that is not done (failed, cancelled, or still open) with fresh attempts;
-    the same run row, whether it was cancelled, failed, finished with failed units, or is stuck running.
+    """Run again every unit of the run that is not done (failed, cancelled, held under a lease that ran out, or still
+    open) with fresh attempts; the same run row, whether it was cancelled, failed, finished with failed units, or is
+    stuck running (its worker killed: its units are queued again now, not at the reconciler's next pass).
     `send_workers=False`: the caller works the units itself (as run_start's)."""
     with transaction.atomic():
         locked = PipelineRun.objects.select_for_update().get(pk=pipeline_run.pk)
         reopened = WorkUnit.objects.filter(pipeline_run=locked, status__in=[Status.FAILED, Status.CANCELLED]).update(
             status=Status.QUEUED, attempts=0, not_before=None, finished_at=None)
+        lapsed = WorkUnit.objects.filter(pipeline_run=locked, status=Status.RUNNING, lease_until__lt=timezone.now())
+        reopened += lapsed.update(status=Status.QUEUED, attempts=0, not_before=None, lease_owner="", lease_until=None)
         still_open = WorkUnit.objects.filter(pipeline_run=locked, status__in=OPEN).count()
         if not reopened and not still_open and locked.status == PipelineRun.Status.DONE:
             raise ResumeError("every unit of this run is done: there is nothing to resume")

@@ -98,7 +98,9 @@ def run_wait(*, pipeline_run: PipelineRun, stream, stall_seconds: float = 600, w
 
 def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds: float, *,
            inline: bool, ended: threading.Event) -> Waited:
-    shown, last_settled, settled_at, reconciled_at = "", -1, time.monotonic(), 0.0
+    # The first reconciler pass comes a period in: a run just started or resumed has nothing for it (run_resume
+    # queues a dead worker's lapsed units itself), and at the start it took the GIL from the threads' first calls.
+    shown, last_settled, settled_at, reconciled_at = "", -1, time.monotonic(), time.monotonic()
     while True:
         again = work(pipeline_run_id=pipeline_run.pk, owner="command-line", slice_seconds=poll_seconds) \
             if inline else None
