@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 
 import pytest
+from django.db import IntegrityError
 from PIL import Image
 
 from taskgen.blobs import BlobError, blob_check_image, blob_path, blob_store_image, blob_thumbnail_file
@@ -67,3 +68,11 @@ def test_a_missing_blob_file_gives_no_thumbnail():
     blob_path(blob).unlink()
     with pytest.raises(BlobError, match="missing"):
         blob_thumbnail_file(blob=blob)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_row_for_the_same_hash_is_refused_by_the_database():
+    """The hash's uniqueness is a Meta constraint (migration 0026), not unique=True: the database still enforces it."""
+    Blob.objects.create(sha256="a" * 64, size=1)
+    with pytest.raises(IntegrityError):
+        Blob.objects.create(sha256="a" * 64, size=2)

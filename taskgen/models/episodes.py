@@ -121,13 +121,18 @@ class Episode(models.Model):
 class Blob(models.Model):
     """Content stored once by sha256 under MEDIA_ROOT/blobs/ab/cd/<sha>; images are checked and measured with Pillow."""
 
-    sha256 = models.CharField(max_length=64, unique=True)
+    # Unique by a Meta constraint, not unique=True: on PostgreSQL that also builds a varchar_pattern_ops
+    # index for LIKE that no query uses, and every import's COPY into this table paid for it.
+    sha256 = models.CharField(max_length=64)
     size = models.PositiveBigIntegerField()
     content_type = models.CharField(max_length=100, default="image/png")
     width = models.PositiveIntegerField(null=True, blank=True)
     height = models.PositiveIntegerField(null=True, blank=True)
     has_thumbnail = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["sha256"], name="blob_unique_sha256")]
 
     def __str__(self) -> str:
         return self.sha256[:12]
@@ -160,7 +165,8 @@ class Screenshot(models.Model):
         FINAL = "final", "final"
         ROW = "row", "row image"
 
-    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="screenshots")
+    # No index of its own: the unique (episode, kind, name) and the (episode, kind, step) index both lead with it.
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="screenshots", db_index=False)
     kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.STEP)
     step = models.IntegerField(default=0)
     name = models.CharField(max_length=255, help_text="the file name as imported, e.g. step_3.png")
