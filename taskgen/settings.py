@@ -37,7 +37,7 @@ ALLOWED_HOSTS = [h.strip() for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,l
 CSRF_TRUSTED_ORIGINS = [o.strip() for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "taskgen.admin_app.AdminConfig",  # django.contrib.admin, its modules discovered when used (taskgen/admin_app.py)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

@@ -8,6 +8,9 @@ from django.views.generic import RedirectView
 
 from taskgen.login_throttle import ThrottledLoginView
 
+# The admin's modules register their models now, not at every process's start (taskgen/admin_app.py).
+admin.autodiscover()
+
 # Pages name their icon; browsers still ask for /favicon.ico on pages that do not (the admin, the sandbox sites).
 favicon = login_not_required(RedirectView.as_view(url=static("favicon.svg"), permanent=True))
 
