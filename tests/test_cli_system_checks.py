@@ -1,5 +1,6 @@
-"""`manage.py taskgen ...` runs Django's system checks but the web's own (the URL conf's and the admin's, which import
-every page and every template tag library at each command's start); `manage.py check` runs them all."""
+"""`manage.py taskgen ...` runs Django's system checks but the web's own (the URL conf's, the admin's and the
+templates', which import every page and every template tag library at each command's start); `manage.py check` runs them
+all."""
 from __future__ import annotations
 
 import io
@@ -48,4 +49,11 @@ def test_the_admins_checks_are_left_to_manage_py_check(failing_check):
     failing_check(checks.Tags.admin)
     assert _taskgen_runs()
     with pytest.raises(SystemCheckError, match="broken admin check"):
+        call_command("check")
+
+
+def test_the_templates_checks_are_left_to_manage_py_check(failing_check):
+    failing_check(checks.Tags.templates)
+    assert _taskgen_runs()
+    with pytest.raises(SystemCheckError, match="broken templates check"):
         call_command("check")

@@ -56,11 +56,13 @@ def _subcommand(stage: str) -> dict[str, object]:
     return _subcommands()
 
 
-# Every system check but the URL conf's and the admin's, the web's own: the URL conf imports every page, and the pages
-# import what only they and a few stages use (the certificate's numpy: 12 MB, a tenth of `taskgen rows`'s peak
-# memory); the admin's make every template engine, which imports every template tag library (26 ms of each command's
-# start, before a judge's first call). `manage.py check`, migrate, runserver and the tests run them all.
-CHECKED = [tag for name, tag in vars(Tags).items() if not name.startswith("_") and tag not in (Tags.urls, Tags.admin)]
+# Every system check but the web's own, the URL conf's, the admin's and the templates': the URL conf imports every
+# page, and the pages import what only they and a few stages use (the certificate's numpy: 12 MB, a tenth of
+# `taskgen rows`'s peak memory); the admin's and the templates' make every template engine, which imports every
+# template tag library (25 ms of each command's start, before a judge's first call; no pipeline command renders a
+# template). `manage.py check`, migrate, runserver and the tests run them all.
+WEB_ONLY = (Tags.urls, Tags.admin, Tags.templates)
+CHECKED = [tag for name, tag in vars(Tags).items() if not name.startswith("_") and tag not in WEB_ONLY]
 
 
 class Command(BaseCommand):
