@@ -6,14 +6,16 @@ class TaskgenConfig(AppConfig):
     verbose_name = "Pipeline"
 
     def ready(self) -> None:
-        """The composition root: the settings that name the app's own things are checked, the stages register
-        with the engine (which imports none of them), and the engine learns how to load the Celery app."""
+        """The composition root: the settings that name the app's own things are checked, the engine learns where
+        each stage's work is (it imports none of them: each is imported when first asked for), and how to load the
+        Celery app."""
         from taskgen.engine.send import celery_app_set
-        from taskgen.stages import stages_register
+        from taskgen.engine.stage_table import stage_modules_register
+        from taskgen.stages import stage_work_modules
         from taskgen.startup import settings_check
 
         settings_check()
-        stages_register()
+        stage_modules_register(stage_work_modules())
         celery_app_set(_celery_app)
 
 

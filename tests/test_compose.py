@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.management import get_commands
 from django.urls import resolve
 
-from taskgen.engine.stage_table import ENGINE_STAGES
+from taskgen.engine.stage_table import stages_all
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def listed_in_env_example(name: str) -> bool:
 def _queues() -> set[str]:
     """Every queue the app sends work to: Celery's routes and the engine's stages' queues."""
     return ({settings.CELERY_TASK_DEFAULT_QUEUE} | {r["queue"] for r in settings.CELERY_TASK_ROUTES.values()}
-            | {work.queue for work in ENGINE_STAGES.values()})
+            | {work.queue for work in stages_all().values()})
 
 
 def _option(command: list[str], flag: str) -> str:

@@ -339,3 +339,29 @@ def _pool_fill(count: int) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+def test_each_stage_folder_registers_the_stage_its_name_says_and_is_imported_when_first_asked_for():
+    """The engine learns where each stage's work is at Django's start and imports it on first use: a process judging
+    a run never imports the export's or the harness's code. Each folder's work module registers the stage named
+    after the folder (its trailing underscore dropped)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from taskgen.engine.stage_table import stage_names, stages_all
+    from taskgen.stages import stage_work_modules
+
+    assert set(stages_all()) == set(stage_names()) == set(stage_work_modules())
+    snippet = ("import json, sys, django; django.setup()\n"
+               "from taskgen.engine.stage_table import stage_work\n"
+               "stage_work('judge')\n"
+               "print(json.dumps(sorted(m for m in sys.modules if m.startswith('taskgen.stages') and "
+               "m.endswith('.work'))))")
+    out = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, check=True, timeout=120,
+                         env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}).stdout
+    loaded = json.loads(out.strip().splitlines()[-1])
+    assert "taskgen.stages.judge.work" in loaded
+    unused = {"taskgen.stages.export.work", "taskgen.stages.attempt.work", "taskgen.stages.propose.work"}
+    assert not unused & set(loaded)

@@ -101,7 +101,7 @@ def test_a_bad_sitemap_on_the_command_line_is_named_and_the_other_sites_go_on(sa
 
 def test_a_base_url_that_does_not_answer_fails_that_site_only(sandbox_sites, monkeypatch):
     monkeypatch.setitem(stage_table.ENGINE_STAGES, "propose",
-                        dataclasses.replace(stage_table.ENGINE_STAGES["propose"], max_attempts=1))
+                        dataclasses.replace(stage_table.stage_work("propose"), max_attempts=1))
     Site.objects.create(slug="down", sitemap=SITEMAP, base_url=_closed_port_url())
     pipeline_run = run_start(stage=PipelineRun.Stage.PROPOSE, params={"provider": "rules", "sites": "down,shop",
                                                                       "per_site": 3, "batch": 3})

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from taskgen.engine.stage_table import ENGINE_STAGES
+from taskgen.engine.stage_table import ENGINE_STAGES, stage_work
 from taskgen.engine.wait import Waited, resume_words, wait_report, worker_command
 from taskgen.models import PipelineRun
 from tests import propose_helpers
@@ -37,7 +37,7 @@ def _failing(monkeypatch, stage: str) -> None:
     def lost(*args, **kwargs):
         raise OSError("the disk went away")
 
-    monkeypatch.setitem(ENGINE_STAGES, stage, replace(ENGINE_STAGES[stage], do=lost, max_attempts=1))
+    monkeypatch.setitem(ENGINE_STAGES, stage, replace(stage_work(stage), do=lost, max_attempts=1))
 
 
 def test_no_command_words_the_resume_or_the_worker_itself():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import template
 
 from review.pipeline_summary import SummaryRow, result_rows, run_duration
-from taskgen.engine.stage_table import ENGINE_STAGES
+from taskgen.engine.stage_table import UnknownStage, stage_work
 from taskgen.models import PipelineRun
 
 register = template.Library()
@@ -20,10 +20,12 @@ def duration(pr: PipelineRun) -> str:
 def nothing_to_do(pr: PipelineRun) -> str:
     """The stage's own words ("nothing to judge: ...") for a finished engine run that had no units; else empty.
     Read from the stage, not the run's result, so the runs list needs no extra query per row."""
-    work = ENGINE_STAGES.get(pr.stage)
-    if pr.status != PipelineRun.Status.DONE or pr.total or work is None:
+    if pr.status != PipelineRun.Status.DONE or pr.total:
         return ""
-    return work.nothing_to_do
+    try:
+        return stage_work(pr.stage).nothing_to_do
+    except UnknownStage:
+        return ""
 
 
 @register.filter

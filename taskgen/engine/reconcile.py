@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from taskgen.engine.runs import run_error, run_finish_if_settled, run_refresh
-from taskgen.engine.stage_table import ENGINE_STAGES, workers_per_run
+from taskgen.engine.stage_table import UnknownStage, stage_names, stage_work, workers_per_run
 from taskgen.engine.units import Status
 from taskgen.models import PipelineRun, WorkUnit
 
@@ -38,7 +38,7 @@ def reconcile(*, dispatch: Dispatch, now=None) -> Reconciled:
     now = now or timezone.now()
     outcome = Reconciled()
     _expired_leases(now, outcome)
-    for pipeline_run in PipelineRun.objects.filter(status=PipelineRun.Status.RUNNING, stage__in=list(ENGINE_STAGES)):
+    for pipeline_run in PipelineRun.objects.filter(status=PipelineRun.Status.RUNNING, stage__in=stage_names()):
         if run_refresh(pipeline_run_id=pipeline_run.pk) == 0:
             if run_finish_if_settled(pipeline_run_id=pipeline_run.pk):
                 outcome.finished.append(pipeline_run.pk)
@@ -53,7 +53,7 @@ def _expired_leases(now, outcome: Reconciled) -> None:
         "pk", "pipeline_run_id", "pipeline_run__stage", "key", "attempts", "lease_owner")
     for pk, run_id, stage, key, attempts, owner in expired:
         reason = f"lease expired: the worker holding it ({owner or 'unknown'}) stopped or was lost"
-        spent = attempts >= ENGINE_STAGES[stage].max_attempts if stage in ENGINE_STAGES else True
+        spent = attempts >= _max_attempts(stage)
         fields = {"lease_owner": "", "lease_until": None, "last_error": reason}
         if spent:
             fields.update(status=Status.FAILED, finished_at=now, last_error=f"{reason} (after {attempts} tries)")
@@ -77,3 +77,11 @@ def _needs_workers(pipeline_run: PipelineRun, now, *, lost: bool = False) -> boo
     if units.filter(status=Status.RUNNING, lease_until__gte=now).exists():
         return False
     return units.filter(Q(not_before__isnull=True) | Q(not_before__lte=now), status=Status.QUEUED).exists()
+
+
+def _max_attempts(stage: str) -> int:
+    """A stage's attempts per unit; 0 (every attempt spent) for a stage the engine no longer runs."""
+    try:
+        return stage_work(stage).max_attempts
+    except UnknownStage:
+        return 0
