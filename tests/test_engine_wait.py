@@ -16,8 +16,8 @@ from taskgen.engine.stage_table import ENGINE_STAGES
 pytestmark = pytest.mark.django_db(transaction=True)  # the threads read and write on connections of their own
 
 
-def test_a_wait_with_threads_ends_when_they_end_the_run_not_at_its_next_look(monkeypatch):
-    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda args, **kw: None)
+def _looks_watched(monkeypatch) -> threading.Event:
+    """Set at the wait's first look at the run's progress."""
     looked, real_counts = threading.Event(), engine_wait.unit_counts
 
     def counts(**kwargs):
@@ -25,15 +25,13 @@ def test_a_wait_with_threads_ends_when_they_end_the_run_not_at_its_next_look(mon
         looked.set()
         return found
 
-    def do(pipeline_run, params, key: str) -> str:
-        looked.wait(60)  # the units end after the wait's first look at the run, so only a second look sees it end
-        return key
-
     monkeypatch.setattr(engine_wait, "unit_counts", counts)
-    monkeypatch.setitem(ENGINE_STAGES, "wait-test", StageWork(
-        name="wait-test", check=StageParams.from_json, read=StageParams.from_json, units=lambda params: list("abc"),
-        do=do, finish=lambda *args: {}))
-    pipeline_run = run_start(stage="wait-test", params={})
+    return looked
+
+
+def _wait_in_a_thread(pipeline_run) -> tuple[threading.Thread, list]:
+    """The command line's wait (two threads working here, an hour between looks) on a thread of its own, started;
+    the list gets what it returns."""
     waited = []
 
     def wait() -> None:
@@ -45,6 +43,22 @@ def test_a_wait_with_threads_ends_when_they_end_the_run_not_at_its_next_look(mon
 
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
+    return waiter, waited
+
+
+def test_a_wait_with_threads_ends_when_they_end_the_run_not_at_its_next_look(monkeypatch):
+    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda args, **kw: None)
+    looked = _looks_watched(monkeypatch)
+
+    def do(pipeline_run, params, key: str) -> str:
+        looked.wait(60)  # the units end after the wait's first look at the run, so only a second look sees it end
+        return key
+
+    monkeypatch.setitem(ENGINE_STAGES, "wait-test", StageWork(
+        name="wait-test", check=StageParams.from_json, read=StageParams.from_json, units=lambda params: list("abc"),
+        do=do, finish=lambda *args: {}))
+    pipeline_run = run_start(stage="wait-test", params={})
+    waiter, waited = _wait_in_a_thread(pipeline_run)
     waiter.join(timeout=120)  # an hour between looks: a wait that looked again only then would still be waiting
     assert waited and waited[0].pipeline_run.status == "done"
 
@@ -65,25 +79,9 @@ def test_a_wait_whose_threads_have_nothing_left_ends_when_another_process_ends_t
     pipeline_run = run_start(stage="tail-test", params={})
     held = units_lease(pipeline_run_id=pipeline_run.pk, owner="the other process", count=2, lease_seconds=600)
     assert len(held) == 2
-    waited, looked, real_counts = [], threading.Event(), engine_wait.unit_counts
-
-    def counts(**kwargs):
-        found = real_counts(**kwargs)
-        looked.set()
-        return found
-
-    monkeypatch.setattr(engine_wait, "unit_counts", counts)
+    looked = _looks_watched(monkeypatch)
     monkeypatch.setattr(engine_wait, "IDLE_SECONDS", 3600)  # its idle threads would not see it for an hour either
-
-    def wait() -> None:
-        try:
-            waited.append(engine_wait.run_wait(pipeline_run=pipeline_run, stream=io.StringIO(), work_here=2,
-                                               poll_seconds=3600))
-        finally:
-            connection.close()
-
-    waiter = threading.Thread(target=wait, daemon=True)
-    waiter.start()
+    waiter, waited = _wait_in_a_thread(pipeline_run)
     assert looked.wait(60)
     WorkUnit.objects.filter(pipeline_run=pipeline_run).update(status="done", finished_at=timezone.now(),
                                                               lease_owner="", lease_until=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import template
 
 from review.pipeline_summary import SummaryRow, result_rows, run_duration
-from taskgen.engine.stage_table import UnknownStage, stage_work
+from taskgen.engine.stage_table import stage_found
 from taskgen.models import PipelineRun
 
 register = template.Library()
@@ -20,12 +20,8 @@ def duration(pr: PipelineRun) -> str:
 def nothing_to_do(pr: PipelineRun) -> str:
     """The stage's own words ("nothing to judge: ...") for a finished engine run that had no units; else empty.
     Read from the stage, not the run's result, so the runs list needs no extra query per row."""
-    if pr.status != PipelineRun.Status.DONE or pr.total:
-        return ""
-    try:
-        return stage_work(pr.stage).nothing_to_do
-    except UnknownStage:
-        return ""
+    work = stage_found(pr.stage) if pr.status == PipelineRun.Status.DONE and not pr.total else None
+    return work.nothing_to_do if work else ""
 
 
 @register.filter

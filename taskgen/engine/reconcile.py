@@ -17,7 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from taskgen.engine.runs import run_error, run_finish_if_settled, run_refresh
-from taskgen.engine.stage_table import UnknownStage, stage_names, stage_work, workers_per_run
+from taskgen.engine.stage_table import stage_found, stage_names, workers_per_run
 from taskgen.engine.units import Status
 from taskgen.models import PipelineRun, WorkUnit
 
@@ -53,7 +53,8 @@ def _expired_leases(now, outcome: Reconciled) -> None:
         "pk", "pipeline_run_id", "pipeline_run__stage", "key", "attempts", "lease_owner")
     for pk, run_id, stage, key, attempts, owner in expired:
         reason = f"lease expired: the worker holding it ({owner or 'unknown'}) stopped or was lost"
-        spent = attempts >= _max_attempts(stage)
+        work = stage_found(stage)
+        spent = attempts >= work.max_attempts if work else True
         fields = {"lease_owner": "", "lease_until": None, "last_error": reason}
         if spent:
             fields.update(status=Status.FAILED, finished_at=now, last_error=f"{reason} (after {attempts} tries)")
@@ -78,10 +79,3 @@ def _needs_workers(pipeline_run: PipelineRun, now, *, lost: bool = False) -> boo
         return False
     return units.filter(Q(not_before__isnull=True) | Q(not_before__lte=now), status=Status.QUEUED).exists()
 
-
-def _max_attempts(stage: str) -> int:
-    """A stage's attempts per unit; 0 (every attempt spent) for a stage the engine no longer runs."""
-    try:
-        return stage_work(stage).max_attempts
-    except UnknownStage:
-        return 0

@@ -42,6 +42,14 @@ def stage_work(name: str) -> StageWork:
         raise UnknownStage(f"there is no {name!r} stage on the engine") from None
 
 
+def stage_found(name: str) -> StageWork | None:
+    """stage_work's answer, or None when the engine does not run that stage (a run of a stage since removed)."""
+    try:
+        return stage_work(name)
+    except UnknownStage:
+        return None
+
+
 def stage_names() -> list[str]:
     """Every stage the engine runs, imported or not yet."""
     return sorted(set(ENGINE_STAGES) | set(_STAGE_MODULES))
@@ -55,8 +63,5 @@ def stages_all() -> dict[str, StageWork]:
 def workers_per_run(name: str) -> int:
     """Worker messages a run of this stage gets: the stage's own number (the judge's I/O-bound threads want more),
     else settings.ENGINE_WORKERS_PER_RUN."""
-    try:
-        workers = stage_work(name).workers
-    except UnknownStage:
-        workers = 0
-    return workers or settings.ENGINE_WORKERS_PER_RUN
+    work = stage_found(name)
+    return (work.workers if work else 0) or settings.ENGINE_WORKERS_PER_RUN
