@@ -3,7 +3,9 @@
 As a user runs it first (target: 1,000 episodes/s): `python manage.py taskgen import RUN_DIR`, a whole process (Python's
 start, Django's setup, the engine's run, the worker processes that read and hash the files), on a database and media
 root of its own, its wall time and its CPU from os.wait4 (the process and the worker processes it waited for); then
-once more (nothing new). Then, as a diagnosis, the same import in this process (import_run_dir), its CPU and its
+once more (nothing new). Then the machine's floor (bench/import_floor.py): the same screenshots read, hashed and
+stored by a bare loop in as many processes, no checks, no database, no start: the gap between it and the whole import
+is the app's own cost. Then, as a diagnosis, the same import in this process (import_run_dir), its CPU and its
 workers' apart, and PostgreSQL's backend CPU besides. Each CPU figure says the kernel's share: most of it creates the
 blob files, and it swings several-fold with how many files were deleted on the same disk in the minutes before (ext4
 without a journal passes over recently freed inodes one by one when it allocates a new one).
@@ -235,6 +237,21 @@ def _py_spy(tmp: Path, args: argparse.Namespace) -> None:
     print("\n".join("  " + line for line in py_spy_top(raw, root=str(ROOT) + "/")))
 
 
+def floor_report(tmp: Path, args: argparse.Namespace) -> None:
+    """The machine's floor (bench/import_floor.py): the screenshots read, hashed and stored by a bare loop in the
+    importer's number of worker processes; the most any import could reach here, before Python's start."""
+    from django.conf import settings
+
+    from bench.import_floor import import_floor
+
+    processes = max(1, min(settings.IMPORT_WORKERS, os.cpu_count() or 1))
+    floor = import_floor(tmp / "run", tmp / "floor-store", processes)
+    print(f"the machine's floor: {floor.files} screenshots read, hashed and {floor.stored} stored by a bare loop in "
+          f"{processes} processes (no checks, no database, no start): {floor.seconds:.2f}s = "
+          f"{args.episodes / floor.seconds:.0f} episodes/s at most; CPU {floor.cpu:.2f}s, {floor.kernel:.2f}s of it "
+          f"in the kernel ({load()})")
+
+
 def report(tmp: Path, args: argparse.Namespace) -> None:
     from django.conf import settings
     from django.db import connection
@@ -248,6 +265,7 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     print(f"built {args.episodes} episodes x {args.screenshots} screenshots ({input_bytes / 1e6:.1f} MB of PNG) "
           f"in {time.perf_counter() - started:.1f}s; database: {connection.vendor}; cpus: {os.cpu_count()}")
     as_users_run_it(tmp, args)
+    floor_report(tmp, args)
     print("diagnosis: the same import in this process (import_run_dir), its CPU and its workers' apart")
     for label in ("first import", "second import (nothing new)"):
         started, cpu_started = time.perf_counter(), _cpu_seconds()
