@@ -12,17 +12,15 @@ for db in lead_qjudge lead_1m lead_qimport lead_qseed; do
 done
 make install >/dev/null 2>&1
 PG=postgres://postgres@127.0.0.1:5432
-echo "round $R start $(date +%T) $(git rev-parse --short HEAD)" >> $L/rounds.log
-DATABASE_URL=$PG/lead_qjudge .venv/bin/python bench/judge.py --episodes 560 --reference --processes 1,2 > $L/r${R}_judge.log 2>&1
-echo "round $R judge done $(date +%T)" >> $L/rounds.log
-DATABASE_URL=$PG/lead_1m .venv/bin/python bench/review_pages.py --episodes 1000000 --repeat 20 --run-page-repeat 10 --json > $L/r${R}_pages.log 2>&1
-echo "round $R pages done $(date +%T)" >> $L/rounds.log
-DATABASE_URL=$PG/lead_qimport .venv/bin/python bench/import_run.py > $L/r${R}_import.log 2>&1
-echo "round $R import done $(date +%T)" >> $L/rounds.log
-.venv/bin/python bench/export.py --repeats 4 > $L/r${R}_export.log 2>&1
-echo "round $R export done $(date +%T)" >> $L/rounds.log
-if [ -z "$NOSEED" ]; then
-DATABASE_URL=$PG/lead_qseed CELERY_BROKER_URL=redis://127.0.0.1:6379/9 .venv/bin/python bench/seed_scale.py > $L/r${R}_seed.log 2>&1
-echo "round $R seed done $(date +%T)" >> $L/rounds.log
-fi
-echo "round $R end $(date +%T)" >> $L/rounds.log
+said() { echo "round $R $* $(date +%T)" >> "$L/rounds.log"; }
+# step NAME COMMAND...: one benchmark, its output in $L/rROUND_NAME.log
+step() { local name=$1; shift; env "$@" > "$L/r${R}_$name.log" 2>&1; said "$name done"; }
+said "start $(git rev-parse --short HEAD)"
+step judge DATABASE_URL=$PG/lead_qjudge .venv/bin/python bench/judge.py --episodes 560 --reference --processes 1,2
+step pages DATABASE_URL=$PG/lead_1m .venv/bin/python bench/review_pages.py --episodes 1000000 --repeat 20 \
+  --run-page-repeat 10 --json
+step import DATABASE_URL=$PG/lead_qimport .venv/bin/python bench/import_run.py
+step export .venv/bin/python bench/export.py --repeats 4
+[ -n "$NOSEED" ] || step seed DATABASE_URL=$PG/lead_qseed CELERY_BROKER_URL=redis://127.0.0.1:6379/9 \
+  .venv/bin/python bench/seed_scale.py
+said end
