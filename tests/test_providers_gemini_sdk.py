@@ -47,3 +47,22 @@ def test_a_forked_process_makes_its_own_client(settings):
     child.join(30)
     assert answer.get(timeout=5) is True
     assert gemini.gemini_client() is parent
+
+
+def test_loading_the_provider_makes_its_client_before_the_first_call(settings, monkeypatch):
+    """provider_load_now (before a judge's threads start) makes the client, so no first call pays for it; without
+    a key it makes nothing and raises nothing (the call says what is wrong)."""
+    from taskgen.providers import provider_load_now
+
+    made = []
+    monkeypatch.setattr(gemini, "_clients", gemini.ClientsPerProcess())
+    real_make = gemini._make_client
+    monkeypatch.setattr(gemini, "_make_client", lambda: made.append(1) or real_make())
+    settings.GEMINI_API_KEY = ""
+    provider_load_now("gemini")
+    assert made == []
+    settings.GEMINI_API_KEY = "test-key"
+    provider_load_now("gemini")
+    assert made == [1]
+    gemini.gemini_client()
+    assert made == [1]  # the call takes the client made at load

@@ -139,9 +139,12 @@ def provider_for(name: str) -> Provider:
 def provider_load_now(name: str) -> None:
     """Load the provider called `name` (its SDK: google-genai is 0.3 s of CPU) in this thread, before the threads
     that will call it start: loaded on a thread of its own beside them, it shared the GIL with their database
-    connections and leases, and the first call left later (0.1-0.15 s in `taskgen judge --workers 16`)."""
+    connections and leases, and the first call left later (0.1-0.15 s in `taskgen judge --workers 16`). A provider
+    with a `warm()` makes its client now too."""
     with contextlib.suppress(Exception):  # the calls load it again, and say what went wrong
-        provider_for(name)
+        warm = getattr(provider_for(name), "warm", None)
+        if warm is not None:
+            warm()
 
 
 __all__ = ["ABILITIES", "PROVIDERS", "ROLES", "Provider", "ProviderError", "ProviderImage", "ProviderInfo",

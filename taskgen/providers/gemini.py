@@ -87,6 +87,16 @@ def _contents(request: ProviderRequest) -> types.Content:
 class GeminiProvider:
     name = "gemini"
 
+    def warm(self) -> None:
+        """Make this process's client now (provider_load_now), not in the first call: its options are pydantic
+        models the SDK completes on first use, 55 ms of CPU that delayed the first call by several times that while
+        the other judging threads shared the GIL. Without a key there is nothing to make; the call will say so."""
+        if settings.GEMINI_API_KEY:
+            gemini_client()
+            probe = ProviderRequest(model="warm", system="", prompt="", json_mode=True)
+            _contents(probe)  # the request's models, completed on first use as well
+            _config(probe)
+
     def complete(self, request: ProviderRequest) -> ProviderResult:
         """One generateContent call; SDK and network failures come back as ProviderError."""
         started = time.monotonic()
