@@ -31,7 +31,7 @@ class SeedGemini(FakeGemini):
     its latency set per stage."""
 
     def __init__(self) -> None:
-        super().__init__(latency=0.0, count_images=False)
+        super().__init__(latency=0.0, count_images=False, keep_requests=False)
         self.answer = self._answer
         self.calls = 0
 
@@ -46,7 +46,6 @@ class SeedGemini(FakeGemini):
         super()._handle(handler)
         with self._lock:
             self.calls += 1
-            self.requests.clear()
 
 
 def redis_flush(url: str) -> None:

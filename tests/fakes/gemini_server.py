@@ -82,8 +82,9 @@ def prompt_tokens(body: dict) -> tuple[int, int]:
 
 class FakeGemini(FakeModelServer):
     def __init__(self, *, latency: float = 0.0, retry_hint: float = 0.2, stall: float = 5.0,
-                 answer: Callable[[dict], dict] | None = None, count_images: bool = True) -> None:
-        super().__init__(latency=latency, retry_hint=retry_hint, stall=stall)
+                 answer: Callable[[dict], dict] | None = None, count_images: bool = True,
+                 keep_requests: bool = True) -> None:
+        super().__init__(latency=latency, retry_hint=retry_hint, stall=stall, keep_requests=keep_requests)
         self.answer = answer or self.default_answer
         self._proposed = 0
         self.count_images = count_images
@@ -104,8 +105,7 @@ class FakeGemini(FakeModelServer):
         fault = self._next_fault(raw)
         record = {"path": handler.path, "model": match.group("model") if match else None, "fault": fault,
                   "headers": {k.lower(): v for k, v in handler.headers.items()}, "body": body, "at": time.time()}
-        with self._lock:
-            self.requests.append(record)
+        self.remember(record)
         batch = _BATCH_CREATE.match(handler.path.split("?")[0])
         if batch:
             time.sleep(max(0.0, self.latency - (time.monotonic() - arrived)))

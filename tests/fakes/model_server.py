@@ -24,13 +24,24 @@ class _Server(ThreadingHTTPServer):
 
 
 class FakeModelServer:
-    def __init__(self, *, latency: float = 0.0, retry_hint: float = 0.2, stall: float = 5.0) -> None:
+    def __init__(self, *, latency: float = 0.0, retry_hint: float = 0.2, stall: float = 5.0,
+                 keep_requests: bool = True) -> None:
         self.latency, self.retry_hint, self.stall = latency, retry_hint, stall
         self.requests: list[dict] = []
+        # False for a fake serving a benchmark by itself: every request it kept (a judge call's body holds its
+        # screenshots) stayed in memory, 10 GB after 20,000 calls, and its collector's passes over them slowed
+        # the answers the benchmark timed.
+        self.keep_requests = keep_requests
         self._faults: deque[str] = deque()
         self._lock = threading.Lock()
         self.in_flight = self.peak_in_flight = 0  # POSTs being answered now, and the most at once
         self._server: _Server | None = None
+
+    def remember(self, record: dict) -> None:
+        """Keep a request's record in `requests` (for the tests' looks), unless this fake keeps none."""
+        if self.keep_requests:
+            with self._lock:
+                self.requests.append(record)
 
     @property
     def port(self) -> int:
@@ -60,7 +71,8 @@ class FakeModelServer:
 
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.startswith("/_fake/in-flight"):
-                    return fake._send(self, 200, {"in_flight": fake.in_flight, "peak": fake.peak_in_flight})
+                    return fake._send(self, 200, {"in_flight": fake.in_flight, "peak": fake.peak_in_flight,
+                                                  "kept": len(fake.requests)})
                 fake._handle_get(self)
 
             def log_message(self, *args) -> None:
@@ -144,7 +156,10 @@ def serve_alone(make: Callable[..., FakeModelServer], description: str) -> None:
     """Run one fake by itself (`python -m tests.fakes.<name> --latency S`): print its base URL, serve until Ctrl-C."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--latency", type=float, default=0.0)
-    server = make(latency=parser.parse_args().latency).start()
+    parser.add_argument("--keep-requests", action="store_true",
+                        help="keep every request's record (by itself a fake serves benchmarks: it keeps none)")
+    args = parser.parse_args()
+    server = make(latency=args.latency, keep_requests=args.keep_requests).start()
     print(server.base_url, flush=True)
     try:
         while True:

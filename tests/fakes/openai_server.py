@@ -60,8 +60,9 @@ def request_images(body: dict) -> list[str]:
 
 class FakeOpenAI(FakeModelServer):
     def __init__(self, *, latency: float = 0.0, retry_hint: float = 0.2, stall: float = 5.0,
-                 answer: Callable[[dict], dict | str | tuple[str, str]] | None = None) -> None:
-        super().__init__(latency=latency, retry_hint=retry_hint, stall=stall)
+                 answer: Callable[[dict], dict | str | tuple[str, str]] | None = None,
+                 keep_requests: bool = True) -> None:
+        super().__init__(latency=latency, retry_hint=retry_hint, stall=stall, keep_requests=keep_requests)
         self.answer = answer or (lambda body: {"verdict": "SUCCESS", "parts": []})
         self.fault_when: Callable[[dict], str | None] = lambda body: None  # a fault chosen by the request itself
         self.refuses_json_mode = False
@@ -75,9 +76,8 @@ class FakeOpenAI(FakeModelServer):
         body = json.loads(raw or b"{}")
         fault = self._next_fault()
         fault = self.fault_when(body) or fault if fault == "ok" else fault
-        with self._lock:
-            self.requests.append({"path": handler.path, "fault": fault, "body": body, "at": time.time(),
-                                  "headers": {k.lower(): v for k, v in handler.headers.items()}})
+        self.remember({"path": handler.path, "fault": fault, "body": body, "at": time.time(),
+                       "headers": {k.lower(): v for k, v in handler.headers.items()}})
         if handler.path.rstrip("/") != "/v1/chat/completions":
             return self._send(handler, 404, {"error": {"message": "no such route", "type": "not_found"}})
         time.sleep(self.stall if fault == "timeout" else self.latency)
