@@ -181,6 +181,29 @@ def test_workers_in_other_processes_import_the_same(tmp_path, settings, monkeypa
     assert import_run_dir(run_dir=run_dir).episodes_unchanged == 6
 
 
+def test_the_workers_prepare_episodes_while_the_tasks_are_saved(tmp_path, settings, monkeypatch):
+    """The workers start before the tasks file's rows are written (the importing process saves them meanwhile):
+    the tasks' save here waits until a worker has stored a screenshot, which it could not if they started after."""
+    import time
+
+    settings.IMPORT_WORKERS = 2
+    monkeypatch.setattr(importer, "PARALLEL_FROM", 1)
+    run_dir = build_run(tmp_path, [f"shop-{n}" for n in range(6)])
+    store, real_save, waited = Path(django_settings.MEDIA_ROOT) / "blobs", importer.tasks_save, []
+
+    def save_once_a_worker_stored_a_blob(**kwargs):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(p.is_file() for p in store.rglob("*")):
+            time.sleep(0.01)
+        waited.append(any(p.is_file() for p in store.rglob("*")))
+        return real_save(**kwargs)
+
+    monkeypatch.setattr(importer, "tasks_save", save_once_a_worker_stored_a_blob)
+    summary = import_run_dir(run_dir=run_dir)
+    assert waited == [True]
+    assert (summary.episodes_added, summary.tasks_added, summary.screenshots) == (6, 6, 30)
+
+
 @pytest.mark.skipif(not OM2W.is_dir(), reason="the shared Online-Mind2Web data is not on this machine")
 def test_the_real_online_mind2web_episodes_import():
     summary = import_run_dir(run_dir=OM2W / "run", tasks_file=OM2W / "tasks.jsonl", name="om2w")

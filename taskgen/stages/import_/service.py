@@ -11,6 +11,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from taskgen.names import PLAIN_NAME_RULE, is_plain_name
 from taskgen.stages.import_.episode import PreparedEpisode, episode_prepare, episode_save, episodes_save
 from taskgen.stages.import_.files import ImportFailed, Skip
 from taskgen.stages.import_.results import judgments_import, verifier_results_import
-from taskgen.stages.import_.tasks_file import TaskSet, tasks_file_locate, tasks_read, tasks_save
+from taskgen.stages.import_.tasks_file import TaskLine, TaskSet, tasks_file_locate, tasks_read, tasks_save
 
 __all__ = ["ImportFailed", "ImportSummary", "Skip", "import_run_dir"]
 
@@ -82,14 +83,15 @@ def _run_for(*, run_dir: Path, tasks_path: Path, name: str | None) -> Run:
     return run
 
 
-def _episode_folders(run_dir: Path, task_set: TaskSet, base: Path, summary: ImportSummary) -> list[Path]:
+def _episode_folders(run_dir: Path, lines: dict[str, TaskLine], base: Path, summary: ImportSummary) -> list[Path]:
+    """The run dir's episode folders: each named by a plain task id with a line in the tasks file."""
     folders = []
     for path in sorted(run_dir.iterdir()):
         if path.name.startswith(".") or not path.is_dir():
             continue
         if not is_plain_name(path.name):
             summary.skipped.append(Skip(_shown(path, base), f"folder name is not a plain task id ({PLAIN_NAME_RULE})"))
-        elif path.name not in task_set.tasks:
+        elif path.name not in lines:
             summary.skipped.append(Skip(_shown(path, base), "no line for this task id in the tasks file"))
         else:
             folders.append(path)
@@ -101,12 +103,13 @@ def _prepare_one(job: tuple) -> PreparedEpisode:
     return episode_prepare(folder=folder, root=root, shown=shown, line=line, known_hash=known_hash)
 
 
-def _prepared(jobs: list[tuple]) -> Iterator[PreparedEpisode]:
+@contextmanager
+def _preparing(jobs: list[tuple]) -> Iterator[Iterator[PreparedEpisode]]:
     """Prepared episodes in folder order; file work (read, hash, check, blob writes) runs in worker processes when
-    the run is big enough to pay for them, while this process writes the database."""
+    the run is big enough to pay for them, started at once, while this process writes the database."""
     workers = min(settings.IMPORT_WORKERS, os.cpu_count() or 1)
     if workers < 2 or len(jobs) < PARALLEL_FROM or multiprocessing.current_process().daemon:
-        yield from map(_prepare_one, jobs)  # a daemonic process (a Celery pool child) may not start workers
+        yield map(_prepare_one, jobs)  # a daemonic process (a Celery pool child) may not start workers
         return
     # fork: workers inherit settings as they are (test overrides too) and never touch the database. Frozen first:
     # a worker's collections then skip the ~100,000 objects it inherits (Django's, the app's), which they would walk
@@ -114,7 +117,7 @@ def _prepared(jobs: list[tuple]) -> Iterator[PreparedEpisode]:
     gc.freeze()
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
     try:
-        yield from pool.map(_prepare_one, jobs, chunksize=8)
+        yield pool.map(_prepare_one, jobs, chunksize=8)  # every folder handed out now: the workers start
     finally:  # when the import stops early, queued folders are dropped, not prepared for nothing
         pool.shutdown(wait=True, cancel_futures=True)
         gc.unfreeze()
@@ -158,11 +161,23 @@ def _save_batch(*, batch: list[tuple[PreparedEpisode, int | None]], task_set: Ta
             _save(prepared=prepared, task_set=task_set, summary=summary, episode_id=episode_id, blob_ids=blob_ids)
 
 
-def _import_episodes(*, folders: list[Path], root: Path, base: Path, task_set: TaskSet, summary: ImportSummary,
-                     progress: Callable[[int, int], None] | None) -> None:
+def _import_episodes(*, folders: list[Path], root: Path, base: Path, lines: dict[str, TaskLine],
+                     summary: ImportSummary, progress: Callable[[int, int], None] | None) -> None:
+    """The episodes of `folders`, prepared by the workers while this process saves the tasks file's Sites and
+    Tasks (their rows were a fifth of a 2,000-episode import, one core idle meanwhile), then written in batches."""
     existing = {t: (i, h) for t, i, h in Episode.objects.filter(run=summary.run)
                 .values_list("task__task_id", "id", "content_hash")}
-    jobs = [(f, root, _shown(f, base), task_set.lines[f.name], existing.get(f.name, (None, ""))[1]) for f in folders]
+    jobs = [(f, root, _shown(f, base), lines[f.name], existing.get(f.name, (None, ""))[1]) for f in folders]
+    with _preparing(jobs) as prepared_episodes:
+        task_set = tasks_save(lines=lines)
+        summary.tasks_added, summary.tasks_updated = task_set.added, task_set.updated
+        _episodes_write(prepared_episodes, total=len(jobs), existing_ids={t: i for t, (i, _) in existing.items()},
+                        task_set=task_set, summary=summary, progress=progress)
+
+
+def _episodes_write(prepared_episodes: Iterator[PreparedEpisode], *, total: int, existing_ids: dict[str, int],
+                    task_set: TaskSet, summary: ImportSummary, progress: Callable[[int, int], None] | None) -> None:
+    """Write prepared episodes as they come, SAVE_BATCH to a transaction, counting each in the summary."""
     blob_ids: dict[str, int] = {}
     done, pending = 0, []  # prepared episodes waiting for their batch to be written
 
@@ -174,11 +189,11 @@ def _import_episodes(*, folders: list[Path], root: Path, base: Path, task_set: T
             done += 1
             _count(summary, prepared, existed=episode_id is not None)
             if progress is not None:
-                progress(done, len(jobs))
+                progress(done, total)
         pending.clear()
 
-    for prepared in _prepared(jobs):
-        pending.append((prepared, existing.get(prepared.task_id, (None, ""))[0]))
+    for prepared in prepared_episodes:
+        pending.append((prepared, existing_ids.get(prepared.task_id)))
         if len(pending) >= SAVE_BATCH:
             flush()
     flush()
@@ -196,11 +211,9 @@ def import_run_dir(*, run_dir: Path, tasks_file: Path | None = None, name: str |
     tasks_path = tasks_file_locate(run_dir=run_dir, tasks_file=Path(tasks_file).absolute() if tasks_file else None)
     lines, task_skips = tasks_read(path=tasks_path, shown=_shown(tasks_path, base))
     summary = ImportSummary(run=_run_for(run_dir=run_dir, tasks_path=tasks_path, name=name), skipped=task_skips)
-    task_set = tasks_save(lines=lines)
-    summary.tasks_added, summary.tasks_updated = task_set.added, task_set.updated
-    folders = _episode_folders(run_dir, task_set, base, summary)
-    summary.tasks_without_episode = len(task_set.lines) - len(folders)
-    _import_episodes(folders=folders, root=root, base=base, task_set=task_set, summary=summary, progress=progress)
+    folders = _episode_folders(run_dir, lines, base, summary)
+    summary.tasks_without_episode = len(lines) - len(folders)
+    _import_episodes(folders=folders, root=root, base=base, lines=lines, summary=summary, progress=progress)
     _import_beside(run_dir=run_dir, root=root, base=base, summary=summary, verifier_source=verifier_source)
     return summary
 
