@@ -164,7 +164,7 @@ def _save_batch(*, batch: list[tuple[PreparedEpisode, int | None]], task_set: Ta
 def _import_episodes(*, folders: list[Path], root: Path, base: Path, lines: dict[str, TaskLine],
                      summary: ImportSummary, progress: Callable[[int, int], None] | None) -> None:
     """The episodes of `folders`, prepared by the workers while this process saves the tasks file's Sites and
-    Tasks (their rows were a fifth of a 2,000-episode import, one core idle meanwhile), then written in batches."""
+    Tasks (0.25 s of a 2,000-episode import's 2.3-2.8 s, one core idle meanwhile), then written in batches."""
     existing = {t: (i, h) for t, i, h in Episode.objects.filter(run=summary.run)
                 .values_list("task__task_id", "id", "content_hash")}
     jobs = [(f, root, _shown(f, base), lines[f.name], existing.get(f.name, (None, ""))[1]) for f in folders]
