@@ -171,13 +171,14 @@ def _import_episodes(*, folders: list[Path], root: Path, base: Path, lines: dict
     with _preparing(jobs) as prepared_episodes:
         task_set = tasks_save(lines=lines)
         summary.tasks_added, summary.tasks_updated = task_set.added, task_set.updated
-        _episodes_write(prepared_episodes, total=len(jobs), existing_ids={t: i for t, (i, _) in existing.items()},
-                        task_set=task_set, summary=summary, progress=progress)
+        _episodes_write(prepared_episodes, total=len(jobs), existing=existing, task_set=task_set, summary=summary,
+                        progress=progress)
 
 
-def _episodes_write(prepared_episodes: Iterator[PreparedEpisode], *, total: int, existing_ids: dict[str, int],
+def _episodes_write(prepared_episodes: Iterator[PreparedEpisode], *, total: int, existing: dict[str, tuple[int, str]],
                     task_set: TaskSet, summary: ImportSummary, progress: Callable[[int, int], None] | None) -> None:
-    """Write prepared episodes as they come, SAVE_BATCH to a transaction, counting each in the summary."""
+    """Write prepared episodes as they come, SAVE_BATCH to a transaction, counting each in the summary; `existing`:
+    the run's episodes already stored (task id -> id, content hash)."""
     blob_ids: dict[str, int] = {}
     done, pending = 0, []  # prepared episodes waiting for their batch to be written
 
@@ -193,7 +194,7 @@ def _episodes_write(prepared_episodes: Iterator[PreparedEpisode], *, total: int,
         pending.clear()
 
     for prepared in prepared_episodes:
-        pending.append((prepared, existing_ids.get(prepared.task_id)))
+        pending.append((prepared, existing.get(prepared.task_id, (None, ""))[0]))
         if len(pending) >= SAVE_BATCH:
             flush()
     flush()
