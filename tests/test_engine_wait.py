@@ -89,3 +89,70 @@ def test_a_wait_whose_threads_have_nothing_left_ends_when_another_process_ends_t
     run_finish_if_settled(pipeline_run_id=pipeline_run.pk)  # as the other process does with its last unit
     waiter.join(timeout=30)  # a wait that looked again only at its next look would still be waiting
     assert waited and waited[0].pipeline_run.status == "done"
+
+
+def _skip_unless_postgres() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("a run's end is heard (LISTEN/NOTIFY) on PostgreSQL only; SQLite's waits read the run's row")
+
+
+def test_a_wait_hears_another_process_end_the_run_without_reading_its_row(monkeypatch):
+    """Two `taskgen resume RUN --workers N` on one run, on PostgreSQL: the one whose threads ran out of units hears
+    the other settle the last unit (the run table's trigger notifies), with no look at the run's row meanwhile (an
+    hour between looks, between reads of the row, and for its idle threads)."""
+    _skip_unless_postgres()
+    from django.utils import timezone
+
+    from taskgen.engine.runs import run_finish_if_settled, run_refresh
+    from taskgen.engine.units import units_lease
+    from taskgen.models import WorkUnit
+
+    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda args, **kw: None)
+    monkeypatch.setitem(ENGINE_STAGES, "heard-test", StageWork(
+        name="heard-test", check=StageParams.from_json, read=StageParams.from_json, units=lambda params: list("ab"),
+        do=lambda pipeline_run, params, key: key, finish=lambda *args: {}))
+    pipeline_run = run_start(stage="heard-test", params={})
+    assert len(units_lease(pipeline_run_id=pipeline_run.pk, owner="the other process", count=2, lease_seconds=600)) == 2
+    monkeypatch.setattr(engine_wait, "IDLE_SECONDS", 3600)
+    monkeypatch.setattr(engine_wait, "TAIL_SECONDS", 3600)
+    listening = threading.Event()
+    real_start = engine_wait.RunEndListener.start
+
+    def start(self) -> bool:
+        heard = real_start(self)
+        listening.set()
+        return heard
+
+    monkeypatch.setattr(engine_wait.RunEndListener, "start", start)
+    waiter, waited = _wait_in_a_thread(pipeline_run)
+    assert listening.wait(60)
+    WorkUnit.objects.filter(pipeline_run=pipeline_run).update(status="done", finished_at=timezone.now(),
+                                                              lease_owner="", lease_until=None)
+    run_refresh(pipeline_run_id=pipeline_run.pk)
+    run_finish_if_settled(pipeline_run_id=pipeline_run.pk)  # as the other process does with its last unit
+    waiter.join(timeout=30)  # a wait that read the run's row only every hour would still be waiting
+    assert waited and waited[0].pipeline_run.status == "done"
+
+
+def test_every_end_of_a_run_is_notified_once_and_only_when_it_commits():
+    """The trigger's notification: a run leaving `running` by any path (finished, cancelled by an edit), once; a
+    rolled-back end and an edit of a run not running send nothing."""
+    _skip_unless_postgres()
+    import psycopg
+    from django.db import transaction
+
+    from taskgen.engine.run_ended import RUN_ENDED_CHANNEL
+    from taskgen.models import PipelineRun
+
+    running = [PipelineRun.objects.create(stage="judge", status="running") for _ in range(3)]
+    with psycopg.connect(**connection.get_connection_params(), autocommit=True) as listening:
+        listening.execute(f"LISTEN {RUN_ENDED_CHANNEL}")
+        PipelineRun.objects.filter(pk=running[0].pk).update(status="done")
+        PipelineRun.objects.filter(pk=running[1].pk).update(status="cancelled")
+        PipelineRun.objects.filter(pk=running[1].pk).update(status="failed")  # not running before: nothing
+        with pytest.raises(RuntimeError), transaction.atomic():
+            PipelineRun.objects.filter(pk=running[2].pk).update(status="done")
+            raise RuntimeError("rolled back")
+        PipelineRun.objects.filter(pk=running[2].pk).update(errors=["an edit"])  # still running: nothing
+        heard = [note.payload for note in listening.notifies(timeout=1.0)]
+    assert heard == [str(running[0].pk), str(running[1].pk)]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import connection
 
+from taskgen.engine.run_ended import RunEndListener
 from taskgen.engine.send import reconcile_now
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.units import Status, unit_counts, units_not_done
@@ -21,8 +22,9 @@ from taskgen.engine.worker import work
 from taskgen.models import PipelineRun
 
 BAR = 30
-# While units are in some worker's hands, the wait reads the run's status row this often, so a command ends when
-# another process ends the run, not up to a whole look later.
+# While units are in some worker's hands, a wait that cannot hear the run's end (taskgen/engine/run_ended.py: not on
+# PostgreSQL) reads the run's status row this often, so a command ends when another process ends the run, not up to
+# a whole look later.
 TAIL_SECONDS = 0.1  # a primary-key read: 0.3 ms of CPU, 3 ms a second
 IDLE_SECONDS = 1.0  # a working thread with no unit due looks again after this long
 
@@ -82,25 +84,29 @@ def run_wait(*, pipeline_run: PipelineRun, stream, stall_seconds: float = 600, w
     """Wait until the run ends or stalls, printing its progress when it changes. One worker here works in this
     thread between looks at the progress (it sees this connection's transaction); more work in threads."""
     stop, ended = threading.Event(), threading.Event()
+    listener = RunEndListener(pipeline_run.pk, ended)
     threads = [threading.Thread(target=_work_here, args=(pipeline_run.pk, str(n), stop, ended), daemon=True)
                for n in range(work_here if work_here > 1 else 0)]
     for thread in threads:
         thread.start()
     try:
-        waited = _watch(pipeline_run, stream, stall_seconds, poll_seconds, inline=work_here == 1, ended=ended)
+        waited = _watch(pipeline_run, stream, stall_seconds, poll_seconds, inline=work_here == 1, ended=ended,
+                        listener=listener)
         waited.work_here = work_here
         return waited
     finally:
         stop.set()
+        listener.stop()
         for thread in threads:
             thread.join(timeout=30)
 
 
 def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds: float, *,
-           inline: bool, ended: threading.Event) -> Waited:
+           inline: bool, ended: threading.Event, listener: RunEndListener) -> Waited:
     # The first reconciler pass comes a period in: a run just started or resumed has nothing for it (run_resume
     # queues a dead worker's lapsed units itself), and at the start it took the GIL from the threads' first calls.
     shown, last_settled, settled_at, reconciled_at = "", -1, time.monotonic(), time.monotonic()
+    hearing: bool | None = None  # whether the run's end is heard (the listener starts at the first pause it helps)
     while True:
         again = work(pipeline_run_id=pipeline_run.pk, owner="command-line", slice_seconds=poll_seconds) \
             if inline else None
@@ -120,16 +126,20 @@ def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds
             last_settled, settled_at = settled, time.monotonic()
         elif time.monotonic() - settled_at > stall_seconds:
             return Waited(pipeline_run, stalled=True)
-        if (not inline or again) and _pause(pipeline_run, counts, min(poll_seconds, again or poll_seconds), ended):
-            ended.clear()  # a thread saw the run end: one more look, now
+        if counts[Status.RUNNING] and hearing is None:
+            hearing = listener.start()
+        if (not inline or again) and _pause(pipeline_run, counts, min(poll_seconds, again or poll_seconds), ended,
+                                            hearing=bool(hearing)):
+            ended.clear()  # a thread saw the run end, or its end was heard: one more look, now
 
 
-def _pause(pipeline_run: PipelineRun, counts, seconds: float, ended: threading.Event) -> bool:
+def _pause(pipeline_run: PipelineRun, counts, seconds: float, ended: threading.Event, *, hearing: bool) -> bool:
     """Wait `seconds` for the next look, or until the run ended (True). While units are in a worker's hands (this
     process's threads, or another process's: a second `taskgen resume --workers N` working the same run, the Celery
-    workers), the run's own row is read every TAIL_SECONDS (a primary-key read): only the process that settles the
-    last unit hears it from its threads; the others would wait for their next look, up to `seconds` later."""
-    if not counts[Status.RUNNING]:
+    workers), only the process that settles the last unit hears it from its threads; the others hear it from
+    PostgreSQL (`hearing`: RunEndListener sets `ended`), else read the run's own row every TAIL_SECONDS (a
+    primary-key read), or they would wait for their next look, up to `seconds` later."""
+    if not counts[Status.RUNNING] or hearing:
         return ended.wait(seconds)
     until = time.monotonic() + seconds
     while (left := until - time.monotonic()) > 0:
