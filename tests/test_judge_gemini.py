@@ -327,3 +327,28 @@ def test_the_cli_keeps_its_workers_calls_in_flight_and_never_more(transactional_
     assert json.loads(out.getvalue().strip().splitlines()[-1])["success"] == 16, err.getvalue()
     assert "threads, 8 calls in flight" in err.getvalue()
     assert 5 <= fake_gemini.peak_in_flight <= 8  # at least 5 of 8 on a busy machine
+
+
+def test_the_cache_lookup_reads_its_index_in_id_order_on_a_table_without_statistics(db):
+    """The first judgment of the very same request (asked at every judgment) on a judgment table just filled, no
+    ANALYZE yet: with the index on request_hash alone, PostgreSQL walked the primary key in id order, filtering every
+    judgment (7 ms a judgment at 18,000 judgments), instead of reading the few that share the hash."""
+    from django.db import connection
+
+    from taskgen.models import JudgeConfig
+    from taskgen.stages.judge.service import CACHE_SQL
+    from tests.factories import EpisodeFactory
+
+    if connection.vendor != "postgresql":
+        pytest.skip("a PostgreSQL query plan")
+    episodes = [EpisodeFactory() for _ in range(40)]
+    configs = JudgeConfig.objects.bulk_create(JudgeConfig(provider="gemini", model=f"m{n}") for n in range(500))
+    Judgment.objects.bulk_create(Judgment(episode=episode, config=config, verdict="SUCCESS",
+                                          request_hash=f"{episode.pk:032d}{config.pk:032d}")
+                                 for episode in episodes for config in configs)
+    quote = connection.ops.quote_name
+    sql = CACHE_SQL.format(judgment=quote(Judgment._meta.db_table), answer=quote("taskgen_judgeanswer"))
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, ["f" * 64, "NONE", "f" * 64])
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "judgment_request_first" in plan and "taskgen_judgment_pkey" not in plan, plan

@@ -69,7 +69,10 @@ class Judgment(models.Model):
         indexes = [
             models.Index(fields=["config", "verdict"]),
             models.Index(fields=["config", "inconsistent"]),
-            models.Index(fields=["request_hash"]),
+            # The first judgment of the very same request (the judge's cache, at every judgment), read in id order
+            # from the index: on (request_hash) alone, a table without statistics yet (just filled, as by an import
+            # or a first run) was walked by id instead, 7 ms per judgment at 18,000 judgments, and growing.
+            models.Index(fields=["request_hash", "id"], name="judgment_request_first"),
             # The risky few (a verdict that contradicts its parts, a citation of nothing), found without walking a
             # run: the false-positive audit lists them first (3% of 100,000 episodes: 103 ms -> 13 ms).
             models.Index(fields=["episode"], condition=models.Q(inconsistent=True), name="judgment_inconsistent"),
