@@ -14,6 +14,7 @@ import importlib
 from dataclasses import dataclass
 from functools import cache
 
+from taskgen.collector import start_uncollected
 from taskgen.providers.base import Provider, ProviderError, ProviderImage, ProviderRequest, ProviderResult
 
 ROLES = ("judge", "propose", "agent")
@@ -140,8 +141,8 @@ def provider_load_now(name: str) -> None:
     """Load the provider called `name` (its SDK: google-genai is 0.3 s of CPU) in this thread, before the threads
     that will call it start: loaded on a thread of its own beside them, it shared the GIL with their database
     connections and leases, and the first call left later (0.1-0.15 s in `taskgen judge --workers 16`). A provider
-    with a `warm()` makes its client now too."""
-    with contextlib.suppress(Exception):  # the calls load it again, and say what went wrong
+    with a `warm()` makes its client now too. Uncollected, as a start is (taskgen/collector.py)."""
+    with contextlib.suppress(Exception), start_uncollected():  # the calls load it again, and say what went wrong
         warm = getattr(provider_for(name), "warm", None)
         if warm is not None:
             warm()
