@@ -63,30 +63,42 @@ def test_a_wait_with_threads_ends_when_they_end_the_run_not_at_its_next_look(mon
     assert waited and waited[0].pipeline_run.status == "done"
 
 
-def test_a_wait_whose_threads_have_nothing_left_ends_when_another_process_ends_the_run(monkeypatch):
-    """Two `taskgen resume RUN --workers N` on one run: the one whose threads ran out of units ends when the other
-    settles the last unit, not at its own next look at the run (an hour here)."""
+def _run_held_by_another_process(monkeypatch, stage: str) -> tuple:
+    """A run of two units, both leased by another process (a second `taskgen resume`); the run and its held units."""
+    from taskgen.engine.units import units_lease
+
+    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda args, **kw: None)
+    monkeypatch.setitem(ENGINE_STAGES, stage, StageWork(
+        name=stage, check=StageParams.from_json, read=StageParams.from_json, units=lambda params: list("ab"),
+        do=lambda pipeline_run, params, key: key, finish=lambda *args: {}))
+    pipeline_run = run_start(stage=stage, params={})
+    return pipeline_run, units_lease(pipeline_run_id=pipeline_run.pk, owner="the other process", count=2,
+                                     lease_seconds=600)
+
+
+def _the_other_process_settles(pipeline_run) -> None:
+    """The other process's last units done, and the run finished, as it does with its last unit."""
     from django.utils import timezone
 
     from taskgen.engine.runs import run_finish_if_settled, run_refresh
-    from taskgen.engine.units import units_lease
     from taskgen.models import WorkUnit
 
-    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda args, **kw: None)
-    monkeypatch.setitem(ENGINE_STAGES, "tail-test", StageWork(
-        name="tail-test", check=StageParams.from_json, read=StageParams.from_json, units=lambda params: list("ab"),
-        do=lambda pipeline_run, params, key: key, finish=lambda *args: {}))
-    pipeline_run = run_start(stage="tail-test", params={})
-    held = units_lease(pipeline_run_id=pipeline_run.pk, owner="the other process", count=2, lease_seconds=600)
+    WorkUnit.objects.filter(pipeline_run=pipeline_run).update(status="done", finished_at=timezone.now(),
+                                                              lease_owner="", lease_until=None)
+    run_refresh(pipeline_run_id=pipeline_run.pk)
+    run_finish_if_settled(pipeline_run_id=pipeline_run.pk)
+
+
+def test_a_wait_whose_threads_have_nothing_left_ends_when_another_process_ends_the_run(monkeypatch):
+    """Two `taskgen resume RUN --workers N` on one run: the one whose threads ran out of units ends when the other
+    settles the last unit, not at its own next look at the run (an hour here)."""
+    pipeline_run, held = _run_held_by_another_process(monkeypatch, "tail-test")
     assert len(held) == 2
     looked = _looks_watched(monkeypatch)
     monkeypatch.setattr(engine_wait, "IDLE_SECONDS", 3600)  # its idle threads would not see it for an hour either
     waiter, waited = _wait_in_a_thread(pipeline_run)
     assert looked.wait(60)
-    WorkUnit.objects.filter(pipeline_run=pipeline_run).update(status="done", finished_at=timezone.now(),
-                                                              lease_owner="", lease_until=None)
-    run_refresh(pipeline_run_id=pipeline_run.pk)
-    run_finish_if_settled(pipeline_run_id=pipeline_run.pk)  # as the other process does with its last unit
+    _the_other_process_settles(pipeline_run)
     waiter.join(timeout=30)  # a wait that looked again only at its next look would still be waiting
     assert waited and waited[0].pipeline_run.status == "done"
 
@@ -101,18 +113,8 @@ def test_a_wait_hears_another_process_end_the_run_without_reading_its_row(monkey
     the other settle the last unit (the run table's trigger notifies), with no look at the run's row meanwhile (an
     hour between looks, between reads of the row, and for its idle threads)."""
     _skip_unless_postgres()
-    from django.utils import timezone
-
-    from taskgen.engine.runs import run_finish_if_settled, run_refresh
-    from taskgen.engine.units import units_lease
-    from taskgen.models import WorkUnit
-
-    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda args, **kw: None)
-    monkeypatch.setitem(ENGINE_STAGES, "heard-test", StageWork(
-        name="heard-test", check=StageParams.from_json, read=StageParams.from_json, units=lambda params: list("ab"),
-        do=lambda pipeline_run, params, key: key, finish=lambda *args: {}))
-    pipeline_run = run_start(stage="heard-test", params={})
-    assert len(units_lease(pipeline_run_id=pipeline_run.pk, owner="the other process", count=2, lease_seconds=600)) == 2
+    pipeline_run, held = _run_held_by_another_process(monkeypatch, "heard-test")
+    assert len(held) == 2
     monkeypatch.setattr(engine_wait, "IDLE_SECONDS", 3600)
     monkeypatch.setattr(engine_wait, "TAIL_SECONDS", 3600)
     listening = threading.Event()
@@ -126,10 +128,7 @@ def test_a_wait_hears_another_process_end_the_run_without_reading_its_row(monkey
     monkeypatch.setattr(engine_wait.RunEndListener, "start", start)
     waiter, waited = _wait_in_a_thread(pipeline_run)
     assert listening.wait(60)
-    WorkUnit.objects.filter(pipeline_run=pipeline_run).update(status="done", finished_at=timezone.now(),
-                                                              lease_owner="", lease_until=None)
-    run_refresh(pipeline_run_id=pipeline_run.pk)
-    run_finish_if_settled(pipeline_run_id=pipeline_run.pk)  # as the other process does with its last unit
+    _the_other_process_settles(pipeline_run)
     waiter.join(timeout=30)  # a wait that read the run's row only every hour would still be waiting
     assert waited and waited[0].pipeline_run.status == "done"
 

@@ -21,18 +21,25 @@ RUN_ENDED_CHANNEL = "taskgen_run_ended"  # the trigger's channel (taskgen/migrat
 
 
 class RunEndListener:
-    """Sets `ended` when the run's end is heard; `start()` says whether it can be heard here (PostgreSQL, and the
-    listening connection opened). `stop()` ends the thread at once (a pipe wakes it), and closes the connection."""
+    """Sets `ended` when the run's end is heard. `start()` tries once (later calls say what the first found) and
+    says whether the end can be heard here, as `hearing` does after it (PostgreSQL, the listening connection opened).
+    `stop()` ends the thread at once (a pipe wakes it), and closes the connection."""
 
     def __init__(self, pipeline_run_id: int, ended: threading.Event) -> None:
-        self.payload, self.ended = str(pipeline_run_id), ended
+        self.payload, self.ended = str(pipeline_run_id).encode(), ended
+        self.hearing = False
+        self._tried = False
         self._listening = None
         self._wake = (-1, -1)
         self._thread: threading.Thread | None = None
 
     def start(self) -> bool:
-        if connection.vendor != "postgresql":
-            return False
+        if not self._tried:
+            self._tried = True
+            self.hearing = connection.vendor == "postgresql" and self._listen()
+        return self.hearing
+
+    def _listen(self) -> bool:
         import psycopg
 
         try:
@@ -48,7 +55,7 @@ class RunEndListener:
         return True
 
     def _hear(self) -> None:
-        pgconn, mine = self._listening.pgconn, self.payload.encode()
+        pgconn = self._listening.pgconn
         try:
             while True:
                 ready, _, _ = select.select([pgconn.socket, self._wake[0]], [], [])
@@ -56,7 +63,7 @@ class RunEndListener:
                     return
                 pgconn.consume_input()
                 while (note := pgconn.notifies()) is not None:
-                    if note.extra == mine:
+                    if note.extra == self.payload:
                         self.ended.set()
         except Exception:  # a lost connection: the wait's own looks still see the end, a look later
             log.warning("the run-end listener stopped", exc_info=True)

@@ -106,7 +106,6 @@ def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds
     # The first reconciler pass comes a period in: a run just started or resumed has nothing for it (run_resume
     # queues a dead worker's lapsed units itself), and at the start it took the GIL from the threads' first calls.
     shown, last_settled, settled_at, reconciled_at = "", -1, time.monotonic(), time.monotonic()
-    hearing: bool | None = None  # whether the run's end is heard (the listener starts at the first pause it helps)
     while True:
         again = work(pipeline_run_id=pipeline_run.pk, owner="command-line", slice_seconds=poll_seconds) \
             if inline else None
@@ -126,10 +125,10 @@ def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds
             last_settled, settled_at = settled, time.monotonic()
         elif time.monotonic() - settled_at > stall_seconds:
             return Waited(pipeline_run, stalled=True)
-        if counts[Status.RUNNING] and hearing is None:
-            hearing = listener.start()
+        if counts[Status.RUNNING]:
+            listener.start()  # at the first pause it helps (once): from then on the run's end is heard, where it can be
         if (not inline or again) and _pause(pipeline_run, counts, min(poll_seconds, again or poll_seconds), ended,
-                                            hearing=bool(hearing)):
+                                            hearing=listener.hearing):
             ended.clear()  # a thread saw the run end, or its end was heard: one more look, now
 
 
