@@ -114,8 +114,8 @@ def _write_atomically(path: Path | str, data: bytes) -> None:
 
 
 def _folder_make(folder: str) -> None:
-    """Make a store folder: one mkdir when its parent exists, where os.makedirs first asks the disk whether the
-    parent exists (an import into a new store makes a folder for nearly every blob: 65,536 two-level prefixes)."""
+    """Make a store folder (at most 256 of them: Blob.relative_path_of): one mkdir when its parent exists, where
+    os.makedirs first asks the disk whether the parent exists."""
     try:
         os.mkdir(folder)
     except FileNotFoundError:  # its parent is new too (the rare case: makedirs's way)

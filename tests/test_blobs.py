@@ -1,13 +1,15 @@
 """The blob store: images stored once by content hash, checked with Pillow, thumbnails made on first request."""
 from __future__ import annotations
 
+import hashlib
 import io
+from pathlib import Path
 
 import pytest
 from django.db import IntegrityError
 from PIL import Image
 
-from taskgen.blobs import BlobError, blob_check_image, blob_path, blob_store_image, blob_thumbnail_file
+from taskgen.blobs import BlobError, blob_check_image, blob_path, blob_store_image, blob_thumbnail_file, blob_write
 from taskgen.models import Blob
 from tests.rundirs import png
 
@@ -76,3 +78,20 @@ def test_a_second_row_for_the_same_hash_is_refused_by_the_database():
     Blob.objects.create(sha256="a" * 64, size=1)
     with pytest.raises(IntegrityError):
         Blob.objects.create(sha256="a" * 64, size=2)
+
+
+def test_a_blob_lies_one_folder_below_the_store(settings):
+    """blobs/<first two hex digits>/<sha256>: at most 256 folders however many blobs. Under two levels
+    (blobs/ab/cd/<sha256>, 65,536 folders) an import into a new store made a folder for nearly every blob it wrote,
+    and a folder costs the file system an inode as a file does: half an import's file-system work."""
+    written = []
+    for n in range(600):
+        data = f"content {n}".encode()
+        sha256 = hashlib.sha256(data).hexdigest()
+        blob_write(sha256=sha256, data=data)
+        written.append(sha256)
+    store = Path(settings.MEDIA_ROOT) / "blobs"
+    assert all((store / sha256[:2] / sha256).read_bytes() == f"content {n}".encode()
+               for n, sha256 in enumerate(written))
+    folders = [path for path in store.rglob("*") if path.is_dir()]
+    assert len(folders) <= 256 and all(folder.parent == store for folder in folders)

@@ -119,7 +119,7 @@ class Episode(models.Model):
 
 
 class Blob(models.Model):
-    """Content stored once by sha256 under MEDIA_ROOT/blobs/ab/cd/<sha>; images are checked and measured with Pillow."""
+    """Content stored once by sha256 under MEDIA_ROOT/blobs/ab/<sha>; images are checked and measured with Pillow."""
 
     # Unique by a Meta constraint, not unique=True: on PostgreSQL that also builds a varchar_pattern_ops
     # index for LIKE that no query uses, and every import's COPY into this table paid for it.
@@ -146,8 +146,9 @@ class Blob(models.Model):
 
     @staticmethod
     def relative_path_of(sha256: str) -> str:
-        """Where the blob of this content hash lives under MEDIA_ROOT (readers holding only a hash use it too)."""
-        return f"blobs/{sha256[:2]}/{sha256[2:4]}/{sha256}"
+        """Where the blob of this content hash lives under MEDIA_ROOT (readers holding only a hash use it too): one
+        folder level, at most 256 folders (migration 0029 says why)."""
+        return f"blobs/{sha256[:2]}/{sha256}"
 
     @property
     def thumbnail_relative_path(self) -> str:
