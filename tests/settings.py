@@ -37,4 +37,9 @@ _worker = os.environ.get("PYTEST_XDIST_WORKER")
 if _worker and os.environ.get("TASKGEN_TEST_WORKER") != _worker:
     _own_worker_environment(_worker)
 
+# The test database's migrations run on the media root (0029 renames a store's blobs): a folder of the tests' own, so
+# a test run never touches the app's own store (each test then writes blobs to its own folder: tests/conftest.py).
+os.environ.setdefault("TASKGEN_MEDIA_ROOT", str(Path(os.environ.get("TASKGEN_VAR_DIR") or
+                                                     Path(__file__).resolve().parent.parent / "var") / "test-media"))
+
 from taskgen.settings import *  # noqa: E402, F403
