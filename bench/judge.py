@@ -374,6 +374,7 @@ def _as_users_run_it(args, run, url: str, fake_pid: int, tmp: Path) -> None:
     print(f"  2 processes            {two.rate() / one.rate():.2f}x the rate of one (target 1.8x when the fake is "
           f"not the limit); the fake's CPU: {two.fake_cpu / two.wall:.0%} of one core over the two processes' wall "
           f"({one.fake_cpu / one.wall:.0%} over one's), {os.cpu_count()} cores for everything")
+    print(f"  {_waves(one.judged, args.concurrency, args.latency)}")
     print(f"  where the CPU went     one process, in cores over its wall: {one.where()}")
     print(f"                         two processes: {two.where()}")
     if reference is not None:
@@ -381,6 +382,15 @@ def _as_users_run_it(args, run, url: str, fake_pid: int, tmp: Path) -> None:
               f"{reference.cpu_ms() / one.cpu_ms():.2f}x less CPU per judgment (targets: 5x less, 12 ms at most)")
     if args.py_spy:
         _py_spy(args, run, env, fake_pid, tmp)
+
+
+def _waves(calls: int, places: int, latency: float) -> str:
+    """The least wall time `calls` take on `places` and on twice as many (each place makes one call at a time, each
+    call `latency`): the two processes' cap against one before either pays its start, as the run's size sets it."""
+    one, two = math.ceil(calls / places), math.ceil(calls / (2 * places))
+    return (f"calls in waves          {calls} calls on {places} places take at least {one} calls' time "
+            f"({one * latency:.2f} s), on {2 * places} places {two} ({two * latency:.2f} s): two processes' cap is "
+            f"{one / two:.2f}x one before their start")
 
 
 def _py_spy(args, run, env: dict, fake_pid: int, tmp: Path) -> None:
