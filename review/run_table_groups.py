@@ -213,9 +213,15 @@ def line_order(descending: bool) -> tuple[str, str]:
     return ("-task_order", "-id") if descending else ("task_order", "id")
 
 
+def line_order_unwalked(line_order: tuple[str, str]) -> list:
+    """Line order as expressions no index holds (`+ 0`): PostgreSQL then finds the rows by their own condition and
+    sorts them, where it could walk the run's line-order index testing every episode until a page is full (a few
+    known rows that may sit anywhere in a million: SMALL_GROUP)."""
+    return [(F(name.lstrip("-")) + 0).desc() if name.startswith("-") else (F(name) + 0).asc() for name in line_order]
+
+
 def _line_order(line_order: tuple[str, str], group: Group) -> list:
-    """Line order; for a small group of a small table's value, as expressions no index holds (`+ 0`), so PostgreSQL
-    reads the group from that table and sorts it instead of walking the run for it."""
+    """Line order; for a small group of a small table's value, unwalked: read from that table and sorted."""
     if not (group.own_table and group.size is not None and group.size <= SMALL_GROUP):
         return list(line_order)
-    return [(F(name.lstrip("-")) + 0).desc() if name.startswith("-") else (F(name) + 0).asc() for name in line_order]
+    return line_order_unwalked(line_order)
