@@ -262,8 +262,12 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     started = time.perf_counter()
     input_bytes = build_run(tmp / "run", episodes=args.episodes, shots=args.screenshots, shared=args.shared,
                             pool_size=args.pool)
+    # On the disk before any clock starts, as a harness's run dir is long before its import: written just now, its
+    # 668 MB would be flushed by the kernel during the first import, on the same two cores.
+    os.sync()
     print(f"built {args.episodes} episodes x {args.screenshots} screenshots ({input_bytes / 1e6:.1f} MB of PNG) "
-          f"in {time.perf_counter() - started:.1f}s; database: {connection.vendor}; cpus: {os.cpu_count()}")
+          f"in {time.perf_counter() - started:.1f}s, synced to disk; database: {connection.vendor}; "
+          f"cpus: {os.cpu_count()}")
     as_users_run_it(tmp, args)
     floor_report(tmp, args)
     print("diagnosis: the same import in this process (import_run_dir), its CPU and its workers' apart")
