@@ -53,12 +53,15 @@ def blobs_down_one_level(apps, schema_editor) -> None:
     for folder in _first_level_folders(_store()):
         with os.scandir(folder) as entries:
             files = [entry for entry in entries if entry.is_file(follow_symlinks=False)]
+        made: set[str] = set()  # second-level folders made: one mkdir each, not one per blob
         for entry in files:
             if entry.name.startswith(HALF_WRITTEN):
                 os.unlink(entry.path)
             elif BLOB_NAME.fullmatch(entry.name):
                 below = os.path.join(folder, entry.name[2:4])
-                os.makedirs(below, exist_ok=True)
+                if below not in made:
+                    os.makedirs(below, exist_ok=True)
+                    made.add(below)
                 os.replace(entry.path, os.path.join(below, entry.name))
 
 
