@@ -23,6 +23,9 @@ from taskgen.harness.server import server_seconds
 VIEWPORT = {"width": 1280, "height": 800}
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 STEP_TIMEOUT_MS = 10_000
+SCREEN_TRIES = 3  # Chromium's refusals of a capture pass in a moment; three in a row is a browser in trouble
+SCREEN_RETRY_MS = 250
+CAPTURE_REFUSED = "Unable to capture screenshot"  # Chromium's answer to Page.captureScreenshot when it refuses
 
 
 class _Clock:
@@ -45,6 +48,25 @@ def resolve_url(base_url: str, target: str) -> str:
     if urlsplit(url).hostname not in LOOPBACK:
         raise HarnessError(f"refused to visit {url}: the harness only visits the sandbox on this machine")
     return url
+
+
+def screen_capture(page) -> bytes:
+    """The page's viewport as PNG. Chromium now and then refuses a capture outright, most often the first one after
+    the browser starts, and takes the same picture when asked again a moment later: that refusal, and only that, is
+    asked again (up to SCREEN_TRIES times), so a browser's hiccup is not recorded as the agent's failed episode."""
+    from playwright.sync_api import Error as BrowserError
+
+    for attempt in range(1, SCREEN_TRIES + 1):
+        try:
+            return page.screenshot(type="png")
+        except BrowserError as exc:
+            if CAPTURE_REFUSED not in str(exc):
+                raise
+            if attempt == SCREEN_TRIES:
+                raise HarnessError(f"Chromium refused to capture the page {SCREEN_TRIES} times in a row, "
+                                   f"{SCREEN_RETRY_MS} ms apart ({CAPTURE_REFUSED})") from exc
+            page.wait_for_timeout(SCREEN_RETRY_MS)
+    raise AssertionError("unreachable")
 
 
 def episode_run(*, task: dict, agent: Agent, base_url: str, max_steps: int = 20, label: str = "") -> EpisodeRecord:
@@ -110,7 +132,7 @@ def _drive(record: EpisodeRecord, agent: Agent, token: str, base_url: str, max_s
         server_errors.raise_if_any()
         _loop(record, agent, page, base_url, max_steps, clock, server_errors)
         with clock.phase("browser"):
-            record.final_shot = page.screenshot(type="png")
+            record.final_shot = screen_capture(page)
             record.seen.append(page.inner_text("body")[:TEXT_CAP])
     finally:
         with clock.phase("browser"), suppress(Exception):  # a dead browser's page is gone already; keep its error
@@ -149,7 +171,7 @@ def _step(record: EpisodeRecord, agent: Agent, page, base_url: str, step: int, c
     """One step: observe, let the agent act, carry the action out; True when the episode ends here."""
     with clock.phase("browser"):  # the sub-phases (screenshot, observe, act) are for the benchmark
         with clock.phase("screenshot"):
-            shot = page.screenshot(type="png")
+            shot = screen_capture(page)
         with clock.phase("observe"):
             obs = observe(page, step, shot)
     record.observations.append(agent.shown(obs) if hasattr(agent, "shown") else obs.shown())

@@ -178,3 +178,50 @@ def test_a_site_that_answers_500_fails_the_episode_loudly_instead_of_losing_the_
     record = episode_run(task=_task("sb-booking-012"), agent=ScriptedAgent(), base_url=live_server.url)
     assert record.finished == "error" and record.verifier is None
     assert "POST /sites/booking/" in record.error and "500" in record.error, record.error
+
+
+class _Refusals:
+    """How many screen captures the harness asked for, under `_refusing`."""
+
+    asked = 0
+
+
+def _refusing(monkeypatch, refusals: int, message: str = "Unable to capture screenshot") -> _Refusals:
+    """Chromium's refusal of a capture, as CI's Chromium answered the first capture after a browser that had just
+    started ("Protocol error (Page.captureScreenshot): Unable to capture screenshot"), for the first `refusals`
+    captures, and the real capture after them; `message` is what the browser says instead."""
+    from playwright.sync_api import Error, Page
+
+    counted, real = _Refusals(), Page.screenshot
+
+    def screenshot(page, *args, **kwargs):
+        counted.asked += 1
+        if counted.asked <= refusals:
+            raise Error(f"Page.screenshot: Protocol error (Page.captureScreenshot): {message}")
+        return real(page, *args, **kwargs)
+
+    monkeypatch.setattr(Page, "screenshot", screenshot)
+    return counted
+
+
+def test_a_capture_chromium_refuses_is_asked_again_and_the_episode_is_kept(chromium, live_server, monkeypatch):
+    refused = _refusing(monkeypatch, refusals=2)
+    record = episode_run(task=_task("sb-mail-001"), agent=ScriptedAgent(), base_url=live_server.url)
+    assert record.error == "" and record.verifier["ok"], record.error
+    assert len(record.shots) == len(record.actions) and all(s.startswith(b"\x89PNG") for s in record.shots)
+    assert refused.asked == len(record.shots) + 1 + 2  # each step's, the final screen's, and the two refused
+
+
+def test_a_browser_that_keeps_refusing_captures_fails_its_episode_with_the_reason(chromium, live_server, monkeypatch):
+    refused = _refusing(monkeypatch, refusals=1000)
+    record = episode_run(task=_task("sb-mail-001"), agent=ScriptedAgent(), base_url=live_server.url)
+    assert record.finished == "error" and record.verifier is None
+    assert "refused to capture the page 3 times" in record.error, record.error
+    assert refused.asked == 3 and record.shots == []
+
+
+def test_any_other_capture_error_is_not_asked_again(chromium, live_server, monkeypatch):
+    refused = _refusing(monkeypatch, refusals=1, message="Target page, context or browser has been closed")
+    record = episode_run(task=_task("sb-mail-001"), agent=ScriptedAgent(), base_url=live_server.url)
+    assert record.finished == "error" and "has been closed" in record.error, record.error
+    assert refused.asked == 1
