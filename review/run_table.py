@@ -13,7 +13,7 @@ from functools import cached_property, reduce
 from operator import or_
 
 from django.db.models import Case, F, FilteredRelation, IntegerField, Q, QuerySet, Value, When
-from django.db.models.functions import Left
+from django.db.models.functions import Concat, Left
 from django.urls import reverse
 from django.utils.text import Truncator
 
@@ -69,6 +69,10 @@ SORTS = {
     # riskiest first (taskgen/triage/risk.py), as the false-positive audit takes them; read from the joined judgment
     "flags": ("Flags", lambda config_id: risk_rank(config_id, joined=config_id is not None)),
 }
+# The columns of the episode that an index of the run holds in sort order (taskgen/models/episodes.py), as
+# expressions no index holds: a few known matches are sorted on these, never found by walking one of those indexes.
+UNWALKED_SORTS = {"steps": F("steps") + 0, "screens": F("screens") + 0,
+                  "kind": Concat(F("task_kind"), Value("")), "ended": Concat(F("finished"), Value(""))}
 JOINED_SORTS = {"verdict", "agreement", "flags"}  # read the chosen config's judgment, joined as `cj`
 NUMERIC = {"line", "steps", "screens"}
 # Columns an episode may have no value in (sorted last either way); the others sort plain, so a descending sort walks
@@ -132,13 +136,14 @@ def run_table_order(*, run: Run, f: EpisodeFilter, sort: Sort, few: bool = False
     """The ids of the run's episodes that pass the filter, in the chosen order: a narrow sort (ids and the sort
     key only), so sorting 100,000 episodes does not drag their instructions along. `few`: the filter is known to
     pass few episodes (counted), so they are found by the filter and sorted, never by walking the run's line order
-    (line_order_unwalked)."""
+    or a column's index in order (line_order_unwalked, UNWALKED_SORTS)."""
     sort = _usable(sort, f)
     episodes = run_table_filtered(run=run, f=f, sort_key=sort.key)
-    lines = line_order(sort.descending)
+    lines = line_order_unwalked(line_order(sort.descending)) if few else line_order(sort.descending)
     if sort.key == "line":
-        return episodes.order_by(*(line_order_unwalked(lines) if few else lines)).values_list("pk", flat=True)
-    expression = _sort_expression(sort.key, f.config_id)
+        return episodes.order_by(*lines).values_list("pk", flat=True)
+    expression = UNWALKED_SORTS.get(sort.key) if few else None
+    expression = expression or _sort_expression(sort.key, f.config_id)
     nulls = {"nulls_last": True} if sort.key in NULLABLE else {}
     ordering = expression.desc(**nulls) if sort.descending else expression.asc(**nulls)
     return episodes.order_by(ordering, *lines).values_list("pk", flat=True)

@@ -245,3 +245,25 @@ def test_a_search_with_few_matches_sorts_them_rather_than_walking_the_run(viewer
     assert _rows_query(many) and not [sql for sql in _rows_query(many) if '"task_order" + 0' in sql]
     descending = viewer_client.get(run.get_absolute_url(), {"search": "sb-", "sort": "-line"}).content.decode()
     assert _rows(descending) == _rows(html)[::-1]
+
+
+@pytest.mark.parametrize("sort", ["steps", "-steps", "screens", "-screens", "kind", "-kind", "ended", "-ended"])
+def test_a_search_with_few_matches_sorted_by_an_indexed_column_is_not_walked_on_its_index(viewer_client, run,
+                                                                                          monkeypatch, sort):
+    """Steps, screens, kind and ending each have an index of the run in that column's order, which PostgreSQL could
+    walk testing every episode against the search as it could the line order: few matches are sorted on the column
+    as no index holds it. The rows are those of the walked sort, in the same order."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    import review.run_table as run_table
+
+    column = {"steps": "steps", "screens": "screens", "kind": "task_kind", "ended": "finished"}[sort.lstrip("-")]
+    with CaptureQueriesContext(connection) as few:
+        html = viewer_client.get(run.get_absolute_url(), {"search": "sb-", "sort": sort}).content.decode()
+    order_by = [sql.rpartition("ORDER BY")[2] for sql in _rows_query(few)]
+    assert order_by and all(o.index(f'"{column}"') < o.index('"task_order" + 0') for o in order_by), order_by
+    assert not [o for o in order_by if re.match(rf'\s*"taskgen_episode"\."{column}" (ASC|DESC)', o)], order_by
+    monkeypatch.setattr(run_table, "SMALL_GROUP", 4)  # five matches are many now: the column's index may be walked
+    walked = viewer_client.get(run.get_absolute_url(), {"search": "sb-", "sort": sort}).content.decode()
+    assert len(_rows(html)) == 5 and _rows(walked) == _rows(html)
