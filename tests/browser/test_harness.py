@@ -2,11 +2,15 @@
 `attempt` writes a reference run dir and imports it, with a crashing episode recorded as failed."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import json
 import os
 import shutil
+import signal
+import time
+from pathlib import Path
 
 import pytest
 
@@ -129,12 +133,31 @@ def _assert_imported(run, pipeline_run):
     assert episodes["sb-shop-003"].data_changes == []
 
 
+def _chromium_kill() -> None:
+    """SIGKILL this process's Chromium browser process (its renderers die with it): a crash, with Playwright's own
+    driver left running as a crash leaves it."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    mine, grew = {os.getpid()}, True
+    while grew:
+        found = {pid for pid, parent in parents.items() if parent in mine} - mine
+        mine, grew = mine | found, bool(found)
+    for pid in mine - {os.getpid()}:
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"chrom" in argv[0] and not any(a.startswith(b"--type=") for a in argv):
+                os.kill(pid, signal.SIGKILL)
+
+
 class _BrowserKillingAgent(ScriptedAgent):
-    """Follows the solution, but its second action takes the browser down, as a Chromium crash would."""
+    """Follows the solution, but its second action kills the browser, as a Chromium crash would."""
 
     def act(self, observation):
         if observation.step == 2:
-            browser_close()  # runs in the harness's browser thread, like everything the agent is asked
+            _chromium_kill()
+            time.sleep(0.5)  # gone before the harness acts on it
         return super().act(observation)
 
 
