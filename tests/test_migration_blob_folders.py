@@ -14,6 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("taskgen", "0028_judgment_request_first")]
 AFTER = [("taskgen", "0029_blobs_one_folder_level")]
+AFTER_ALL = [("taskgen", "0030_judge_copies_beside_their_blobs")]
 
 
 def _migrate(targets) -> None:
@@ -53,7 +54,7 @@ def test_a_two_level_store_is_moved_to_one_level_and_back(settings):
         _migrate(BEFORE)
         assert _files(store) == {sha256: Path(sha256[:2]) / sha256[2:4] / sha256 for sha256 in contents}
     finally:
-        _migrate(AFTER)
+        _migrate(AFTER_ALL)
 
 
 def test_a_move_cut_short_finishes_when_the_migration_runs_again(settings):
@@ -72,14 +73,58 @@ def test_a_move_cut_short_finishes_when_the_migration_runs_again(settings):
         assert _files(store) == {sha256: Path(sha256[:2]) / sha256 for sha256 in contents}
         assert all((store / sha256[:2] / sha256).read_bytes() == data for sha256, data in contents.items())
     finally:
-        _migrate(AFTER)
+        _migrate(AFTER_ALL)
 
 
 def test_a_new_install_without_a_store_migrates(settings):
     assert not (Path(settings.MEDIA_ROOT) / "blobs").exists()
     try:
         _migrate(BEFORE)
-        _migrate(AFTER)
+        _migrate(AFTER_ALL)
     finally:
-        _migrate(AFTER)
+        _migrate(AFTER_ALL)
     assert not (Path(settings.MEDIA_ROOT) / "blobs").exists()
+
+
+def test_the_judges_copies_move_with_their_blobs_both_ways(settings):
+    """A stored screenshot's downscaled copies (`<sha256>.small.webp`, made at import for the judge) live beside its
+    blob: they move with it, so the judge reads them where it looks (image_copy_path) instead of decoding every
+    screenshot again, and no second-level folder is left holding them."""
+    from taskgen.stages.judge.images import POLICIES, image_copy_path
+
+    store = Path(settings.MEDIA_ROOT) / "blobs"
+    contents = _contents(30)
+    try:
+        _migrate(BEFORE)
+        _write_two_levels(store, contents)
+        for sha256 in contents:
+            (store / sha256[:2] / sha256[2:4] / f"{sha256}.small.webp").write_bytes(b"copy of " + sha256.encode())
+        _migrate(AFTER)
+        for sha256 in contents:
+            assert image_copy_path(sha256, POLICIES["small"]).read_bytes() == b"copy of " + sha256.encode()
+        assert all(path.parent == store for path in store.rglob("*") if path.is_dir())
+        _migrate(BEFORE)
+        assert {name: path for name, path in _files(store).items() if name.endswith(".webp")} == {
+            f"{sha256}.small.webp": Path(sha256[:2]) / sha256[2:4] / f"{sha256}.small.webp" for sha256 in contents}
+    finally:
+        _migrate(AFTER_ALL)
+
+
+def test_copies_an_earlier_0029_left_two_levels_down_are_moved_to_their_blobs(settings):
+    """0029 as first written moved the blobs and left their copies in the old folders: 0030 moves those up."""
+    from taskgen.stages.judge.images import POLICIES, image_copy_path
+
+    store = Path(settings.MEDIA_ROOT) / "blobs"
+    contents = _contents(20)
+    try:
+        _migrate(AFTER)
+        for sha256, data in contents.items():
+            (store / sha256[:2]).mkdir(parents=True, exist_ok=True)
+            (store / sha256[:2] / sha256).write_bytes(data)
+            (store / sha256[:2] / sha256[2:4]).mkdir(exist_ok=True)
+            (store / sha256[:2] / sha256[2:4] / f"{sha256}.small.webp").write_bytes(b"copy")
+        _migrate(AFTER_ALL)
+        assert all(image_copy_path(sha256, POLICIES["small"]).read_bytes() == b"copy" for sha256 in contents)
+        assert all(path.parent == store for path in store.rglob("*") if path.is_dir())
+    finally:
+        _migrate(AFTER_ALL)

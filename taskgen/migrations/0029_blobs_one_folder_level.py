@@ -4,8 +4,9 @@ Under two levels (65,536 folders) an import into a new store made a folder for n
 folder costs the file system an inode as a file does: half of an import's file-system work was making folders. Under
 one level a store has at most 256 folders, each holding 1/256 of the blobs (ext4 and XFS index large folders).
 
-The blobs are renamed in place (the same file system: no byte is copied); a `.tmp-` file in an old folder (a write
-cut short) is dropped. A move cut short (the process killed) finishes when the migration runs again: the
+The blobs are renamed in place (the same file system: no byte is copied), each with the judge's downscaled copies
+that live beside it (`<sha256>.<policy>.webp`: image_copy_path); a `.tmp-` file in an old folder (a write cut short)
+is dropped. A move cut short (the process killed) finishes when the migration runs again: the
 migration is recorded only once every blob is moved. Unapplying it moves them back. Nothing in the database changes:
 a blob's place is computed from its hash (Blob.relative_path_of).
 """
@@ -15,7 +16,8 @@ import re
 from django.conf import settings
 from django.db import migrations
 
-BLOB_NAME = re.compile(r"[0-9a-f]{64}")
+# A blob (its content hash) or one of the judge's copies of it (taskgen/stages/judge/images.py: image_copy_path).
+BLOB_OR_COPY = re.compile(r"[0-9a-f]{64}(\.[a-z0-9_]+\.webp)?")
 HALF_WRITTEN = ".tmp-"
 
 
@@ -31,7 +33,7 @@ def _first_level_folders(store: str) -> list[str]:
 
 
 def blobs_up_one_level(apps, schema_editor) -> None:
-    """blobs/ab/cd/<sha256> -> blobs/ab/<sha256>, each second-level folder removed once empty."""
+    """blobs/ab/cd/<sha256>[.<policy>.webp] -> blobs/ab/, each second-level folder removed once empty."""
     for folder in _first_level_folders(_store()):
         with os.scandir(folder) as entries:
             below = [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
@@ -40,7 +42,7 @@ def blobs_up_one_level(apps, schema_editor) -> None:
                 for entry in entries:
                     if entry.name.startswith(HALF_WRITTEN):
                         os.unlink(entry.path)
-                    elif BLOB_NAME.fullmatch(entry.name):
+                    elif BLOB_OR_COPY.fullmatch(entry.name):
                         os.replace(entry.path, os.path.join(folder, entry.name))
             try:
                 os.rmdir(old)
@@ -49,7 +51,7 @@ def blobs_up_one_level(apps, schema_editor) -> None:
 
 
 def blobs_down_one_level(apps, schema_editor) -> None:
-    """blobs/ab/<sha256> -> blobs/ab/cd/<sha256> (the layout before this migration)."""
+    """blobs/ab/<sha256>[.<policy>.webp] -> blobs/ab/cd/ (the layout before this migration)."""
     for folder in _first_level_folders(_store()):
         with os.scandir(folder) as entries:
             files = [entry for entry in entries if entry.is_file(follow_symlinks=False)]
@@ -57,7 +59,7 @@ def blobs_down_one_level(apps, schema_editor) -> None:
         for entry in files:
             if entry.name.startswith(HALF_WRITTEN):
                 os.unlink(entry.path)
-            elif BLOB_NAME.fullmatch(entry.name):
+            elif BLOB_OR_COPY.fullmatch(entry.name):
                 below = os.path.join(folder, entry.name[2:4])
                 if below not in made:
                     os.makedirs(below, exist_ok=True)
