@@ -15,8 +15,9 @@ else SQLite in a temporary folder. Prints, with the machine's load beside each:
     --processes (each with --concurrency threads);
   - image tokens per episode under the policy judged vs full-size images (target: at least 40% fewer);
   - the one-time cost, at import, of a downscaled copy (policy `small`, for providers without media_resolution);
-  - with --celery (needs REDIS_URL): the same run judged by a real Celery worker of the `judge` queue, started as
-    `make demo` and docker-compose start it (thread pool, settings.JUDGE_THREADS), its rate beside --workers'.
+  - with --celery (needs REDIS_URL): the same run judged by real Celery workers of the `judge` queue, started as
+    `make demo` and docker-compose start them (thread pool, settings.JUDGE_THREADS), one process and then two, each
+    up before its run starts: their rates beside --workers', and two workers' rate against one's.
 
     .venv/bin/python bench/judge.py [--episodes 560] [--concurrency 16] [--latency 0.3] [--processes 1,2] [--celery]
         [--reference]   # also the reference's own `judge` on the same run dir (bench/judge_reference.py)
@@ -421,51 +422,76 @@ def _table(args, rows: list) -> None:
 
 
 def _celery_run(args, run, url: str, tmp: Path, rate_here: float) -> None:
-    """The run judged by a real Celery worker of the `judge` queue (the demo's and docker-compose's command), from
-    the run's start to its end, beside the rate of one process of --workers threads."""
+    """The run judged by real Celery workers of the `judge` queue (the demo's and docker-compose's command), one
+    worker process, then two, each already up and answering before the run starts, as an admin's run from the
+    browser finds them; from the run's start to its end, beside the rate of one process of --workers threads."""
+    if not os.environ.get("DATABASE_URL"):
+        print("celery workers           skipped: they need PostgreSQL (DATABASE_URL), not this process's SQLite file")
+        return
+    one = _celery_workers_judge(args, run, url, tmp, processes=1, rate_here=rate_here)
+    two = _celery_workers_judge(args, run, url, tmp, processes=2, rate_here=rate_here)
+    print(f"  2 Celery workers       {two / one:.2f}x the rate of one (target 1.8x for two worker processes; each "
+          f"started before its run, as the app's workers run)")
+
+
+def _celery_workers_started(args, url: str, tmp: Path, processes: int) -> list[subprocess.Popen]:
+    """`processes` judge workers (each its own node name), once every one answers a ping."""
     from taskgen.celery import app as celery_app
     from taskgen.demo import judge_worker_command
+
+    env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": url, "TASKGEN_JUDGE_CONCURRENCY": str(args.concurrency)}
+    celery_app.control.purge()
+    workers = []
+    for n in range(processes):
+        command = judge_worker_command([sys.executable, "-m", "celery", "-A", "taskgen", "worker", "--loglevel",
+                                        "WARNING", "--without-heartbeat", "--without-mingle", "--without-gossip"])
+        command[command.index("judge@%h")] = f"judge{n + 1}@%h"
+        log = (tmp / f"celery-judge-{processes}-{n + 1}.log").open("w")
+        workers.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True))
+    for _ in range(240):
+        if len(celery_app.control.ping(timeout=0.5) or []) >= processes:
+            return workers
+    _celery_workers_stop(workers)
+    raise SystemExit(f"the Celery judge workers did not all answer; their logs: {tmp}/celery-judge-*.log")
+
+
+def _celery_workers_stop(workers: list[subprocess.Popen]) -> None:
+    for worker in workers:
+        os.killpg(worker.pid, 15)
+    for worker in workers:
+        worker.wait(30)
+
+
+def _celery_workers_judge(args, run, url: str, tmp: Path, *, processes: int, rate_here: float) -> float:
+    """The run judged, under a judge config of its own, by `processes` Celery workers; episodes/s."""
     from taskgen.engine.control import run_start
     from taskgen.models import PipelineRun
     from taskgen.stages.judge.service import judge_config_for
     from taskgen.stages.judge.work import JudgeParams
 
-    if not os.environ.get("DATABASE_URL"):
-        print("celery worker            skipped: it needs PostgreSQL (DATABASE_URL), not this process's SQLite file")
-        return
-    env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": url, "TASKGEN_JUDGE_CONCURRENCY": str(args.concurrency)}
-    celery_app.control.purge()
-    command = judge_worker_command([sys.executable, "-m", "celery", "-A", "taskgen", "worker", "--loglevel", "WARNING",
-                                    "--without-heartbeat", "--without-mingle", "--without-gossip"])
-    log = (tmp / "celery-judge.log").open("w")
-    worker = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    workers = _celery_workers_started(args, url, tmp, processes)
     try:
-        for _ in range(120):
-            if celery_app.control.ping(timeout=0.5):
-                break
-        else:
-            raise SystemExit(f"the Celery judge worker did not answer; its log: {tmp / 'celery-judge.log'}")
-        config = judge_config_for("gemini", "bench-celery", None, args.policy)
-        cpu_before = _process_cpu(worker.pid)
+        config = judge_config_for("gemini", f"bench-celery-{processes}", None, args.policy)
+        cpu_before = sum(_process_cpu(w.pid) for w in workers)
         started = time.perf_counter()
         pipeline_run = run_start(stage=PipelineRun.Stage.JUDGE,
                                  params=JudgeParams(run=run.pk, config_id=config.pk, judge=config.key))
         while not PipelineRun.objects.get(pk=pipeline_run.pk).is_finished:
             time.sleep(0.05)
         wall = time.perf_counter() - started
-        cpu = _process_cpu(worker.pid) - cpu_before
-        pipeline_run.refresh_from_db()
-        ideal = args.concurrency / args.latency
-        print(f"celery worker            {pipeline_run.done} judged, {pipeline_run.failed} failed in {wall:.1f} s by "
-              f"`{' '.join(command[3:])}` ({load()})")
-        print(f"  throughput             {pipeline_run.total / wall:.1f} episodes/s; ideal {ideal:.1f}/s; ratio "
-              f"{pipeline_run.total / wall / ideal:.1%}; {pipeline_run.total / wall / rate_here:.2f}x one process of "
-              f"--workers threads here (the run's start and end included: messages, the worker's slices)")
-        print(f"  worker CPU per judgment {cpu * 1000 / pipeline_run.total:.1f} ms (its one process: a thread pool)")
+        cpu = sum(_process_cpu(w.pid) for w in workers) - cpu_before
     finally:
-        os.killpg(worker.pid, 15)
-        worker.wait(30)
+        _celery_workers_stop(workers)
+    pipeline_run.refresh_from_db()
+    rate, ideal = pipeline_run.total / wall, processes * args.concurrency / args.latency
+    print(f"celery workers: {processes}      {pipeline_run.done} judged, {pipeline_run.failed} failed in {wall:.1f} s "
+          f"({load()})")
+    print(f"  throughput             {rate:.1f} episodes/s; ideal {ideal:.1f}/s ({processes} x {args.concurrency} / "
+          f"{args.latency} s); ratio {rate / ideal:.1%}; {rate / rate_here:.2f}x one forked process here (the run's "
+          f"start and end included: messages, the workers' slices)")
+    print(f"  workers' CPU per judgment {cpu * 1000 / pipeline_run.total:.1f} ms (each process a thread pool)")
+    return rate
 
 
 def _judge_run_sample(run, config, ids: list[int]) -> None:
