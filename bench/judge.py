@@ -446,9 +446,9 @@ def _celery_workers_started(args, url: str, tmp: Path, processes: int) -> list[s
         command = judge_worker_command([sys.executable, "-m", "celery", "-A", "taskgen", "worker", "--loglevel",
                                         "WARNING", "--without-heartbeat", "--without-mingle", "--without-gossip"])
         command[command.index("judge@%h")] = f"judge{n + 1}@%h"
-        log = (tmp / f"celery-judge-{processes}-{n + 1}.log").open("w")
-        workers.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True))
+        with (tmp / f"celery-judge-{processes}-{n + 1}.log").open("w") as log:  # the worker keeps its own copy
+            workers.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            start_new_session=True))
     for _ in range(240):
         if len(celery_app.control.ping(timeout=0.5) or []) >= processes:
             return workers

@@ -69,10 +69,9 @@ SORTS = {
     # riskiest first (taskgen/triage/risk.py), as the false-positive audit takes them; read from the joined judgment
     "flags": ("Flags", lambda config_id: risk_rank(config_id, joined=config_id is not None)),
 }
-# The columns of the episode that an index of the run holds in sort order (taskgen/models/episodes.py), as
-# expressions no index holds: a few known matches are sorted on these, never found by walking one of those indexes.
-UNWALKED_SORTS = {"steps": F("steps") + 0, "screens": F("screens") + 0,
-                  "kind": Concat(F("task_kind"), Value("")), "ended": Concat(F("finished"), Value(""))}
+# The columns of the episode that an index of the run holds in sort order (taskgen/models/episodes.py): a few known
+# matches are sorted on them as no index holds them (_unwalked), never found by walking one of those indexes.
+INDEXED_SORTS = {"steps", "screens", "kind", "ended"}
 JOINED_SORTS = {"verdict", "agreement", "flags"}  # read the chosen config's judgment, joined as `cj`
 NUMERIC = {"line", "steps", "screens"}
 # Columns an episode may have no value in (sorted last either way); the others sort plain, so a descending sort walks
@@ -126,6 +125,12 @@ def _sort_expression(key: str, config_id: int | None):
     return expression(config_id) if callable(expression) else expression
 
 
+def _unwalked(key: str):
+    """Sort `key`'s column as an expression no index holds: a number + 0, a text || '' (as line_order_unwalked)."""
+    column = SORTS[key][1]
+    return column + 0 if key in NUMERIC else Concat(column, Value(""))
+
+
 def _usable(sort: Sort, f: EpisodeFilter) -> Sort:
     if f.config_id is None and sort.key in ("verdict", "agreement"):
         return Sort("line", sort.descending)  # a run nobody judged has no verdicts to sort by
@@ -136,14 +141,14 @@ def run_table_order(*, run: Run, f: EpisodeFilter, sort: Sort, few: bool = False
     """The ids of the run's episodes that pass the filter, in the chosen order: a narrow sort (ids and the sort
     key only), so sorting 100,000 episodes does not drag their instructions along. `few`: the filter is known to
     pass few episodes (counted), so they are found by the filter and sorted, never by walking the run's line order
-    or a column's index in order (line_order_unwalked, UNWALKED_SORTS)."""
+    or a column's index in order (line_order_unwalked, _unwalked)."""
     sort = _usable(sort, f)
     episodes = run_table_filtered(run=run, f=f, sort_key=sort.key)
     lines = line_order_unwalked(line_order(sort.descending)) if few else line_order(sort.descending)
     if sort.key == "line":
         return episodes.order_by(*lines).values_list("pk", flat=True)
-    expression = UNWALKED_SORTS.get(sort.key) if few else None
-    expression = expression or _sort_expression(sort.key, f.config_id)
+    unwalked = few and sort.key in INDEXED_SORTS
+    expression = _unwalked(sort.key) if unwalked else _sort_expression(sort.key, f.config_id)
     nulls = {"nulls_last": True} if sort.key in NULLABLE else {}
     ordering = expression.desc(**nulls) if sort.descending else expression.asc(**nulls)
     return episodes.order_by(ordering, *lines).values_list("pk", flat=True)

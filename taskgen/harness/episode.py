@@ -56,17 +56,18 @@ def screen_capture(page) -> bytes:
     asked again (up to SCREEN_TRIES times), so a browser's hiccup is not recorded as the agent's failed episode."""
     from playwright.sync_api import Error as BrowserError
 
-    for attempt in range(1, SCREEN_TRIES + 1):
+    refused = None
+    for attempt in range(SCREEN_TRIES):
+        if attempt:
+            page.wait_for_timeout(SCREEN_RETRY_MS)
         try:
             return page.screenshot(type="png")
         except BrowserError as exc:
             if CAPTURE_REFUSED not in str(exc):
                 raise
-            if attempt == SCREEN_TRIES:
-                raise HarnessError(f"Chromium refused to capture the page {SCREEN_TRIES} times in a row, "
-                                   f"{SCREEN_RETRY_MS} ms apart ({CAPTURE_REFUSED})") from exc
-            page.wait_for_timeout(SCREEN_RETRY_MS)
-    raise AssertionError("unreachable")
+            refused = exc
+    raise HarnessError(f"Chromium refused to capture the page {SCREEN_TRIES} times in a row, {SCREEN_RETRY_MS} ms "
+                       f"apart ({CAPTURE_REFUSED})") from refused
 
 
 def episode_run(*, task: dict, agent: Agent, base_url: str, max_steps: int = 20, label: str = "") -> EpisodeRecord:
