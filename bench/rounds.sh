@@ -1,7 +1,8 @@
 #!/bin/bash
 # One benchmark round of issue 26 (README, Benchmarks): the five commands once each, one after another, on scratch
 # PostgreSQL databases lead_qjudge, lead_1m, lead_qimport, lead_qseed (made if missing) and Redis database 9.
-# Run it from a checkout nobody edits while it runs; nothing else on the machine. Logs: $LOGS/rROUND_*.log and
+# Run it from a checkout nobody edits while it runs; nothing else on the machine; each step waits for the machine to
+# settle first. Logs: $LOGS/rROUND_*.log and
 # $LOGS/rounds.log (default /tmp/taskgen-rounds). NOSEED=1 leaves out the seed's scale.
 # usage: bench/rounds.sh ROUND [CHECKOUT]
 R=${1:?usage: bench/rounds.sh ROUND [CHECKOUT]}; WT=${2:-$(dirname "$0")/..}; cd "$WT" || exit 1
@@ -13,8 +14,16 @@ done
 make install >/dev/null 2>&1
 PG=postgres://postgres@127.0.0.1:5432
 said() { echo "round $R $* $(date +%T)" >> "$L/rounds.log"; }
-# step NAME COMMAND...: one benchmark, its output in $L/rROUND_NAME.log
-step() { local name=$1; shift; env "$@" > "$L/r${R}_$name.log" 2>&1; said "$name done"; }
+# settle: wait (5 minutes at most) until the machine is quiet again, the load average under 0.5: the step before
+# (the previous round's seed, the 1M pages' PostgreSQL) leaves both cores busy for a while after it ends, and every
+# step's figures are taken on a quiet machine
+settle() {
+  local waited=0
+  while awk '{exit !($1 >= 0.5)}' /proc/loadavg && [ $waited -lt 300 ]; do sleep 5; waited=$((waited + 5)); done
+  said "settled after ${waited}s (load $(cut -d' ' -f1 /proc/loadavg))"
+}
+# step NAME COMMAND...: one benchmark on a quiet machine, its output in $L/rROUND_NAME.log
+step() { local name=$1; shift; settle; env "$@" > "$L/r${R}_$name.log" 2>&1; said "$name done"; }
 said "start $(git rev-parse --short HEAD)"
 step judge DATABASE_URL=$PG/lead_qjudge .venv/bin/python bench/judge.py --episodes 560 --reference --processes 1,2
 step pages DATABASE_URL=$PG/lead_1m .venv/bin/python bench/review_pages.py --episodes 1000000 --repeat 20 \
