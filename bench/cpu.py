@@ -76,6 +76,21 @@ def machine_cpu() -> tuple[float, float]:
     return (sum(fields[:8]) - idle) / tick, sum(fields[:8]) / tick
 
 
+def machine_settle(*, busy_under: float = 0.1, window: float = 2.0, most: float = 120.0) -> tuple[float, float]:
+    """Wait until the machine is quiet: a `window` of seconds in which it was busy less than `busy_under` of its
+    cores (what a step before left running, PostgreSQL's autovacuum after thousands of inserts, say, has ended), at
+    most `most` seconds; (seconds waited, the last window's busy share), so a figure can say how quiet it began."""
+    started = time.perf_counter()
+    while True:
+        busy_before, all_before = machine_cpu()
+        time.sleep(window)
+        busy, every = machine_cpu()
+        share = (busy - busy_before) / max(every - all_before, 1e-9)
+        waited = time.perf_counter() - started
+        if share < busy_under or waited >= most:
+            return waited, share
+
+
 class BackendsSampled:
     """The PostgreSQL backends' CPU while a block runs, sampled every half second on a thread of its own (with its
     own connection): `with BackendsSampled() as backends: ...; backends.cpu`."""

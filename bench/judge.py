@@ -8,7 +8,9 @@ else SQLite in a temporary folder. Prints, with the machine's load beside each:
     judgment from os.wait4 (the process and its children; target: at most 12 ms, 5x less than the reference's); two
     processes working one run (`taskgen resume PIPELINE_RUN --workers 16` twice at once, as a second machine joins;
     target: 1.8x one when the fake is not the limit) with the fake's own CPU; with --reference the reference's own
-    `judge` command on the same run dir (bench/judge_reference.py), side by side in one table (bench/judge_process.py);
+    `judge` command on the same run dir (bench/judge_reference.py), side by side in one table (bench/judge_process.py),
+    each once the machine is quiet again (bench/cpu.py machine_settle: a 2 s window under 10% busy, the diagnosis's
+    or the previous measurement's work, PostgreSQL's autovacuum after it, ended);
   - with --py-spy: one more `taskgen judge` process profiled by py-spy (every thread, CPU only; bench/py_spy.py);
   - diagnosis, in this process: a profile of judging (cProfile with a CPU clock, episodes judged one at a time) and
     the database queries per judgment; episodes/s and CPU per judgment of forked worker processes for each count in
@@ -362,14 +364,16 @@ def _as_users_run_it(args, run, url: str, fake_pid: int, tmp: Path) -> None:
     rows.append((f"app: 2 x taskgen resume {pipeline_run.pk} --workers {args.concurrency}", 2, two, load()))
     reference = None
     if args.reference:
-        from bench.judge_process import Measured
+        from bench.judge_process import Measured, quiet_start
         from bench.judge_reference import reference_judge
         from bench.real_screens import corpus_run_dir, harness_run_dir
 
+        run_dir = corpus_run_dir(harness_run_dir(), WORK, episodes=args.episodes)
+        quiet = quiet_start()
         fake_before = process_cpu(fake_pid)
-        got = reference_judge(run_dir=corpus_run_dir(harness_run_dir(), WORK, episodes=args.episodes),
-                              base_url=url, workers=args.concurrency)
-        reference = Measured(got["episodes"], got["wall_s"], got["cpu_s"], process_cpu(fake_pid) - fake_before)
+        got = reference_judge(run_dir=run_dir, base_url=url, workers=args.concurrency)
+        reference = Measured(got["episodes"], got["wall_s"], got["cpu_s"], process_cpu(fake_pid) - fake_before,
+                             quiet=quiet)
         rows.append((f"reference: taskgen.py judge RUN_DIR --workers {args.concurrency}", 1, reference, load()))
     _table(args, rows)
     print(f"  2 processes            {two.rate() / one.rate():.2f}x the rate of one (target 1.8x when the fake is "
@@ -418,7 +422,7 @@ def _table(args, rows: list) -> None:
         ideal = processes * args.concurrency / args.latency
         print(f"  {command:<58} {measured.judged:>6} {measured.wall:>7.1f} {measured.rate():>6.1f} "
               f"{measured.rate() / ideal:>6.1%} {measured.cpu_ms():>8.1f} "
-              f"{measured.fake_cpu * 1000 / max(1, measured.judged):>9.1f}  {at}")
+              f"{measured.fake_cpu * 1000 / max(1, measured.judged):>9.1f}  {at}, {measured.quiet}")
 
 
 def _celery_run(args, run, url: str, tmp: Path, rate_here: float) -> None:

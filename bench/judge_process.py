@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.cpu import BackendsSampled, machine_cpu
+from bench.cpu import BackendsSampled, machine_cpu, machine_settle
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = [sys.executable, str(ROOT / "manage.py"), "taskgen"]
@@ -34,6 +34,7 @@ class Measured:
     fake_cpu: float = 0.0
     parts: dict[str, float] = field(default_factory=dict)  # CPU seconds by whom: each process, the fake, PostgreSQL
     machine: tuple[float, float] = (0.0, 0.0)  # the whole machine's CPU seconds meanwhile: (busy, all)
+    quiet: str = ""  # how quiet the machine was when it started (machine_settle)
 
     def where(self) -> str:
         """Where the CPU went, in cores over the wall (the machine has os.cpu_count() of them): each process, the
@@ -70,9 +71,16 @@ def _wait_all(processes: list[subprocess.Popen]) -> tuple[list[float], list[int]
 
 
 def _measured(judged: int, wall: float, cpus: list[float], names: list[str], fake: float, postgres: float,
-              machine: tuple[float, float]) -> Measured:
+              machine: tuple[float, float], quiet: str) -> Measured:
     parts = {**dict(zip(names, cpus, strict=True)), "the fake": fake, "PostgreSQL": postgres}
-    return Measured(judged, wall, sum(cpus), fake, parts, machine)
+    return Measured(judged, wall, sum(cpus), fake, parts, machine, quiet)
+
+
+def quiet_start() -> str:
+    """Wait for a quiet machine (bench/cpu.py machine_settle) before a figure is taken: the step before (this
+    benchmark's import, the previous measurement's PostgreSQL autovacuum) must not run inside it. Says how quiet."""
+    waited, busy = machine_settle()
+    return f"started {busy:.0%} busy after {waited:.0f} s"
 
 
 def _start(command: list[str], env: dict, log: Path) -> subprocess.Popen:
@@ -96,6 +104,7 @@ def judge_whole_process(*, run: str, model: str, workers: int, images: str, env:
     """One `taskgen judge RUN --workers N` process (`prefix`: run under a profiler, e.g. py-spy record --); its
     output in `logs`/judge-<model>.log."""
     log = logs / f"judge-{model}.log"
+    quiet = quiet_start()
     fake_before, machine_before = process_cpu(fake_pid), machine_cpu()
     started = time.perf_counter()
     with BackendsSampled() as backends:
@@ -107,7 +116,7 @@ def judge_whole_process(*, run: str, model: str, workers: int, images: str, env:
         raise _failed("taskgen judge", [log])
     summary = json.loads([line for line in log.read_text().splitlines() if line.startswith("{")][-1])
     return _measured(summary["episodes"] - summary["no_verdict"], wall, cpus, ["the process"],
-                     process_cpu(fake_pid) - fake_before, backends.cpu, _since(machine_before))
+                     process_cpu(fake_pid) - fake_before, backends.cpu, _since(machine_before), quiet)
 
 
 def _since(before: tuple[float, float]) -> tuple[float, float]:
@@ -121,6 +130,7 @@ def judge_two_processes(*, pipeline_run_id: int, judged, workers: int, env: dict
     by the caller; `judged()` counts the verdicts after."""
     command = [*MANAGE, "resume", str(pipeline_run_id), "--workers", str(workers)]
     files = [logs / f"resume-{pipeline_run_id}-{n}.log" for n in range(2)]
+    quiet = quiet_start()
     fake_before, machine_before = process_cpu(fake_pid), machine_cpu()
     started = time.perf_counter()
     with BackendsSampled() as backends:
@@ -130,4 +140,4 @@ def judge_two_processes(*, pipeline_run_id: int, judged, workers: int, env: dict
     if any(codes):
         raise _failed("taskgen resume", files)
     return _measured(judged(), wall, cpus, ["resume 1", "resume 2"], process_cpu(fake_pid) - fake_before,
-                     backends.cpu, _since(machine_before))
+                     backends.cpu, _since(machine_before), quiet)
