@@ -27,7 +27,8 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def harness_run_dir() -> Path:
     """The sandbox harness's run dir of the 62 sandbox tasks (made once, with the embedded defaults)."""
     run_dir = HARNESS_VAR / "data" / "attempts" / HARNESS_RUN
-    if (run_dir / "tasks.jsonl").exists() and any(run_dir.glob("*/final.png")):
+    made = HARNESS_VAR / "complete"  # written once the harness's command succeeded: a failed run is not a cache
+    if made.exists() and (run_dir / "tasks.jsonl").exists():
         return run_dir
     shutil.rmtree(HARNESS_VAR, ignore_errors=True)
     HARNESS_VAR.mkdir(parents=True)
@@ -38,6 +39,7 @@ def harness_run_dir() -> Path:
                                       "--name", HARNESS_RUN, "--inline"]):
         subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True,
                        stdout=subprocess.DEVNULL)
+    made.write_text("the sandbox harness's run finished\n")
     return run_dir
 
 
