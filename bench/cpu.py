@@ -119,3 +119,21 @@ class BackendsSampled:
         self._thread.join()
         backends_note(self._seen)
         self.cpu = sum(cpu - self._before.get(pid, 0.0) for pid, cpu in self._seen.items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python bench/cpu.py settle [--most SECONDS]`: wait for a quiet machine (machine_settle), the rule every
+    benchmark step starts on (bench/rounds.sh calls it before each step), and say how long it took."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("what", choices=["settle"])
+    parser.add_argument("--most", type=float, default=300.0, help="seconds to wait at most")
+    args = parser.parse_args(argv)
+    waited, share = machine_settle(most=args.most)
+    print(f"settled after {waited:.0f}s (the machine {share:.0%} busy over the last 2 s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

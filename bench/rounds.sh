@@ -14,14 +14,10 @@ done
 make install >/dev/null 2>&1
 PG=postgres://postgres@127.0.0.1:5432
 said() { echo "round $R $* $(date +%T)" >> "$L/rounds.log"; }
-# settle: wait (5 minutes at most) until the machine is quiet again, the load average under 0.5: the step before
-# (the previous round's seed, the 1M pages' PostgreSQL) leaves both cores busy for a while after it ends, and every
-# step's figures are taken on a quiet machine
-settle() {
-  local waited=0
-  while awk '{exit !($1 >= 0.5)}' /proc/loadavg && [ $waited -lt 300 ]; do sleep 5; waited=$((waited + 5)); done
-  said "settled after ${waited}s (load $(cut -d' ' -f1 /proc/loadavg))"
-}
+# settle: wait (5 minutes at most) until the machine is quiet again, by the one rule every benchmark's own figures
+# start on (bench/cpu.py machine_settle: a 2 s window with the machine under 10% busy): the step before (the previous
+# round's seed, the 1M pages' PostgreSQL) leaves both cores busy for a while after it ends
+settle() { said "$(.venv/bin/python bench/cpu.py settle --most 300)"; }
 # step NAME COMMAND...: one benchmark on a quiet machine, its output in $L/rROUND_NAME.log
 step() { local name=$1; shift; settle; env "$@" > "$L/r${R}_$name.log" 2>&1; said "$name done"; }
 said "start $(git rev-parse --short HEAD)"
