@@ -22,6 +22,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from django.conf import settings
 
@@ -52,9 +53,9 @@ class ExportError(ValueError):
     """Bad export parameters (budget, source, judge config, folder): nothing was written."""
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """One approved episode with rows, in export order."""
+class Candidate(NamedTuple):
+    """One approved episode with rows, in export order (a tuple: a certificate makes tens of thousands of them, and a
+    frozen dataclass's __init__ was a tenth of its Python)."""
 
     episode_id: int
     task_id: str
@@ -250,11 +251,21 @@ class _Rule:
 
     def reasons(self, chunk: Chunk) -> list[str | None]:
         """`reason` for each of the chunk's rows, worked out once a chunk for the rule less its risks: a
-        certificate's cuts select the same chunks seven times over with the same rule, each cutting other risks."""
+        certificate's cuts select the same chunks seven times over with the same rule, each cutting other risks.
+        Most rows are plain (a judged success, no final label the rule reads, no failed verifier): their reason is
+        the same for all of them (`plain`), so `reason` is asked only for the others."""
         key = (self.source, self.include_reviewer_rejected, self.include_verifier_failed, self.labels_ignored)
         if key not in chunk.reasons:
-            chunk.reasons[key] = [self.reason(row, chunk) for row in chunk.rows]
+            finals = () if self.labels_ignored else chunk.finals
+            judge_yes, failed, plain = chunk.judge_yes, chunk.failed, self.plain_reason()
+            chunk.reasons[key] = [self.reason(row, chunk) if row.id in finals or row.id in failed
+                                  or row.id not in judge_yes else plain for row in chunk.rows]
         return chunk.reasons[key]
+
+    def plain_reason(self) -> str | None:
+        """`reason` of a judged success with no final label and no failed verifier: approved by every source but the
+        humans' alone, and nothing keeps it out."""
+        return "unapproved" if self.source == Export.Selection.HUMAN else None
 
     def reason(self, row: ChunkRow, chunk: Chunk) -> str | None:
         """"unapproved" when the source does not approve the episode; else why a label or the verifier keeps it
