@@ -211,7 +211,7 @@ def certificate_compute(*, params: CertifyParams, next_count: int = 20, cuts: bo
     seed = design_seed(run=params.run, judge_config=params.judge_config, user=user)
     if summary_available():  # first, so the export order's signature is the summary's one row (order.py: _summed)
         summary_and_risks_refresh()
-    context = SelectContext()  # the run is read once for the population, the frame and every cut
+    context = SelectContext(names=False)  # the run read once for the population, the frame and every cut
     certificate = certificate_of(selection=_select(params, params.exclude_risk, context), params=params, seed=seed,
                                  next_count=next_count, context=context)
     if cuts:  # every cut is computed (a fixed number of queries); those that cut nothing more are not shown

@@ -52,6 +52,9 @@ class SelectContext:
     frame and every cut, each reading the same chunks of the order. Made for one computation and dropped after it."""
 
     reads: dict = field(default_factory=dict)
+    # False: the chunks' rows carry no task id or site (a certificate reads neither, and each chunk then skips looking
+    # up its tasks); a selection made with such a context is never written (export_manifest refuses it)
+    names: bool = True
 
     def get(self, key: tuple, make):
         if key not in self.reads:
@@ -283,7 +286,7 @@ def chunk_risk_sets(ids: list[int], config_id: int | None) -> dict[str, set[int]
     return sets
 
 
-def _chunk(ids: list[int], judge_config: JudgeConfig | None) -> Chunk:
+def _chunk(ids: list[int], judge_config: JudgeConfig | None, names: bool = True) -> Chunk:
     """A stretch of the order with what decides each episode: the rows, verifier results and (when asked) risks of
     only the episodes some source can approve (the config's judged successes and the final labels' successes: any
     other episode no source selects nor counts), about half of those the stretch holds."""
@@ -294,7 +297,7 @@ def _chunk(ids: list[int], judge_config: JudgeConfig | None) -> Chunk:
                                 verdict=Judgment.Verdict.SUCCESS).values_list("episode_id", flat=True))
     human_yes = {pk for pk, (verdict, _) in finals.items() if verdict == LabelVerdict.SUCCESS}
     approvable = [pk for pk in ids if pk in judge_yes or pk in human_yes]
-    found = _chunk_rows(approvable)
+    found = _chunk_rows(approvable) if names else _chunk_rows_unnamed(approvable)
     failed = set(VerifierResult.objects.filter(among(VerifierResult, approvable, "episode_id"), ok=False)
                  .values_list("episode_id", flat=True)) if approvable else set()
     return Chunk([found[pk] for pk in approvable if pk in found], finals, judge_yes, failed,
@@ -314,6 +317,16 @@ def _chunk_rows(ids: list[int]) -> dict[int, ChunkRow]:
             for pk, order, task, site, has_rows, count, content_hash in rows}
 
 
+def _chunk_rows_unnamed(ids: list[int]) -> dict[int, ChunkRow]:
+    """_chunk_rows without the task ids and sites (empty): no task looked up, no site joined."""
+    if not ids:
+        return {}
+    rows = Episode.objects.filter(among(Episode, ids)).order_by().values_list(
+        "id", "task_order", "has_rows", "row_count", "content_hash")
+    return {pk: ChunkRow(pk, order, "", "", has_rows, count, content_hash)
+            for pk, order, has_rows, count, content_hash in rows}
+
+
 def order_chunks(run: Run, judge_config: JudgeConfig | None, context: SelectContext | None = None,
                  wanted: Callable[[], int] | None = None) -> Iterator[Chunk]:
     """The run's episodes in export order, a chunk at a time (each read once per context, as it is first reached).
@@ -329,7 +342,8 @@ def order_chunks(run: Run, judge_config: JudgeConfig | None, context: SelectCont
         if index == len(ends):
             ends.append(min(len(order), start + (size if wanted is None else min(size, max(MIN_CHUNK, wanted())))))
         ids = [int(pk) for pk in order[start:ends[index]]]
-        yield _read(context, ("chunk", run.pk, config_id, start), lambda ids=ids: _chunk(ids, judge_config))
+        yield _read(context, ("chunk", run.pk, config_id, start),
+                    lambda ids=ids: _chunk(ids, judge_config, names=context is None or context.names))
         start, size, index = ends[index], min(LAST_CHUNK, size * 2), index + 1
 
 

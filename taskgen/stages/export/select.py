@@ -80,6 +80,7 @@ class Selection:
     candidates: int = 0
     picked: list[Candidate] = field(default_factory=list)
     left_out: dict[str, int] = field(default_factory=dict)  # reason (a LEFT_OUT_WHY key) -> episodes
+    named: bool = True  # False: selected for a certificate (SelectContext.names), its candidates without task ids
 
     @property
     def rows(self) -> int:
@@ -204,7 +205,7 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
     selection = Selection(run=run, source=source, judge_config=judge_config, budget=budget,
                           include_reviewer_rejected=include_reviewer_rejected,
                           include_verifier_failed=include_verifier_failed, exclude_risk=exclude_risk,
-                          order_from=order_from)
+                          order_from=order_from, named=context is None or context.names)
     rule = _Rule(source=source, include_reviewer_rejected=include_reviewer_rejected,
                  include_verifier_failed=include_verifier_failed, exclude_risk=exclude_risk,
                  labels_ignored=labels_ignored)
@@ -305,6 +306,8 @@ def export_report(*, selection: Selection) -> dict:
 
 def export_manifest(*, selection: Selection) -> dict:
     """The exact episode list with what identifies each one's content, and the parameters that chose it."""
+    if not selection.named:  # a certificate's own selection: its candidates carry no task ids or sites
+        raise ExportError("this selection was made for a certificate, without task ids: select again to export it")
     ids = [c.episode_id for c in selection.picked]
     images: dict[int, list[list[str]]] = {}
     shots = (Screenshot.objects.filter(episode_id__in=ids, kind=Screenshot.Kind.ROW)
