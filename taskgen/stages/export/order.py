@@ -297,34 +297,28 @@ def _chunk(ids: list[int], judge_config: JudgeConfig | None, names: bool = True)
                                 verdict=Judgment.Verdict.SUCCESS).values_list("episode_id", flat=True))
     human_yes = {pk for pk, (verdict, _) in finals.items() if verdict == LabelVerdict.SUCCESS}
     approvable = [pk for pk in ids if pk in judge_yes or pk in human_yes]
-    found = _chunk_rows(approvable) if names else _chunk_rows_unnamed(approvable)
+    found = _chunk_rows(approvable, names=names)
     failed = set(VerifierResult.objects.filter(among(VerifierResult, approvable, "episode_id"), ok=False)
                  .values_list("episode_id", flat=True)) if approvable else set()
     return Chunk([found[pk] for pk in approvable if pk in found], finals, judge_yes, failed,
                  judge_config.pk if judge_config else None, len(ids))
 
 
-def _chunk_rows(ids: list[int]) -> dict[int, ChunkRow]:
+def _chunk_rows(ids: list[int], *, names: bool = True) -> dict[int, ChunkRow]:
     """Each episode's row, its task's id read apart: joined in one query, PostgreSQL hashed every task of the
     database for a chunk's few thousand (a million tasks: most of a certify call), and the episodes' default order
-    sorted the chunk by run for nothing."""
+    sorted the chunk by run for nothing. Without `names` the task ids and sites are left empty (a certificate reads
+    neither): no task looked up, no site joined."""
     if not ids:
         return {}
     rows = list(Episode.objects.filter(among(Episode, ids)).order_by().values_list(
-        "id", "task_order", "task", "site__slug", "has_rows", "row_count", "content_hash"))
-    names = dict(Task.objects.filter(among(Task, {row[2] for row in rows})).values_list("id", "task_id"))
-    return {pk: ChunkRow(pk, order, names[task], site, has_rows, count, content_hash)
-            for pk, order, task, site, has_rows, count, content_hash in rows}
-
-
-def _chunk_rows_unnamed(ids: list[int]) -> dict[int, ChunkRow]:
-    """_chunk_rows without the task ids and sites (empty): no task looked up, no site joined."""
-    if not ids:
-        return {}
-    rows = Episode.objects.filter(among(Episode, ids)).order_by().values_list(
-        "id", "task_order", "has_rows", "row_count", "content_hash")
-    return {pk: ChunkRow(pk, order, "", "", has_rows, count, content_hash)
-            for pk, order, has_rows, count, content_hash in rows}
+        "id", "task_order", "has_rows", "row_count", "content_hash", *(("task", "site__slug") if names else ())))
+    if not names:
+        return {pk: ChunkRow(pk, order, "", "", has_rows, count, content_hash)
+                for pk, order, has_rows, count, content_hash in rows}
+    tasks = dict(Task.objects.filter(among(Task, {row[5] for row in rows})).values_list("id", "task_id"))
+    return {pk: ChunkRow(pk, order, tasks[task], site, has_rows, count, content_hash)
+            for pk, order, has_rows, count, content_hash, task, site in rows}
 
 
 def order_chunks(run: Run, judge_config: JudgeConfig | None, context: SelectContext | None = None,
