@@ -10,7 +10,9 @@ else SQLite in a temporary folder. Prints, with the machine's load beside each:
     target: 1.8x one when the fake is not the limit) with the fake's own CPU; with --reference the reference's own
     `judge` command on the same run dir (bench/judge_reference.py), side by side in one table (bench/judge_process.py),
     each once the machine is quiet again (bench/cpu.py machine_settle: a 2 s window under 10% busy, the diagnosis's
-    or the previous measurement's work, PostgreSQL's autovacuum after it, ended);
+    or the previous measurement's work, PostgreSQL's autovacuum after it, ended); and each whole process's wall
+    split by the fake's window of calls (its first call's arrival, its last answer: bench/judge_process.py
+    Timeline) into its start, its calls against their floor (the waves of `--latency`) and its end;
   - with --py-spy: one more `taskgen judge` process profiled by py-spy (every thread, CPU only; bench/py_spy.py);
   - diagnosis, in this process: a profile of judging (cProfile with a CPU clock, episodes judged one at a time) and
     the database queries per judgment; episodes/s and CPU per judgment of forked worker processes for each count in
@@ -364,18 +366,20 @@ def _as_users_run_it(args, run, url: str, fake_pid: int, tmp: Path) -> None:
     rows.append((f"app: 2 x taskgen resume {pipeline_run.pk} --workers {args.concurrency}", 2, two, load()))
     reference = None
     if args.reference:
-        from bench.judge_process import Measured, quiet_start
+        from bench.judge_process import Measured, fake_window, quiet_start, timeline_of
         from bench.judge_reference import reference_judge
         from bench.real_screens import corpus_run_dir, harness_run_dir
 
         run_dir = corpus_run_dir(harness_run_dir(), WORK, episodes=args.episodes)
         quiet = quiet_start()
         fake_before = process_cpu(fake_pid)
+        fake_window(url, reset=True)
         got = reference_judge(run_dir=run_dir, base_url=url, workers=args.concurrency)
         reference = Measured(got["episodes"], got["wall_s"], got["cpu_s"], process_cpu(fake_pid) - fake_before,
-                             quiet=quiet)
+                             quiet=quiet, timeline=timeline_of(url, got["started_at"], got["ended_at"]))
         rows.append((f"reference: taskgen.py judge RUN_DIR --workers {args.concurrency}", 1, reference, load()))
     _table(args, rows)
+    _timelines(args, rows)
     print(f"  2 processes            {two.rate() / one.rate():.2f}x the rate of one (target 1.8x when the fake is "
           f"not the limit); the fake's CPU: {two.fake_cpu / two.wall:.0%} of one core over the two processes' wall "
           f"({one.fake_cpu / one.wall:.0%} over one's), {os.cpu_count()} cores for everything")
@@ -387,6 +391,16 @@ def _as_users_run_it(args, run, url: str, fake_pid: int, tmp: Path) -> None:
               f"{reference.cpu_ms() / one.cpu_ms():.2f}x less CPU per judgment (targets: 5x less, 12 ms at most)")
     if args.py_spy:
         _py_spy(args, run, env, fake_pid, tmp)
+
+
+def _timelines(args, rows: list) -> None:
+    """Where each whole process's wall went, from the fake's window of calls: its start, its calls against their
+    floor (the waves), its end."""
+    for command, processes, measured, _ in rows:
+        if measured.timeline is not None:
+            words = measured.timeline.words(places=processes * args.concurrency, latency=args.latency)
+            who = f"{command.split(':')[0]}, {processes} process{'es' if processes > 1 else ''}"
+            print(f"  timeline of {who + ':':<20} {words}")
 
 
 def _waves(calls: int, places: int, latency: float) -> str:

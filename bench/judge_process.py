@@ -10,12 +10,15 @@ an earlier measurement's judgments), against the fake Gemini the caller started.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from bench.cpu import BackendsSampled, machine_cpu, machine_settle
 
@@ -35,6 +38,7 @@ class Measured:
     parts: dict[str, float] = field(default_factory=dict)  # CPU seconds by whom: each process, the fake, PostgreSQL
     machine: tuple[float, float] = (0.0, 0.0)  # the whole machine's CPU seconds meanwhile: (busy, all)
     quiet: str = ""  # how quiet the machine was when it started (machine_settle)
+    timeline: Timeline | None = None  # where the wall went: start, calls, end (from the fake's window)
 
     def where(self) -> str:
         """Where the CPU went, in cores over the wall (the machine has os.cpu_count() of them): each process, the
@@ -50,6 +54,43 @@ class Measured:
 
     def cpu_ms(self) -> float:
         return self.cpu * 1000 / max(1, self.judged)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A whole-process measurement's wall in three: from the processes' start to the first call at the fake (Python,
+    Django, the SDK's import, the run's start), the calls (the first's arrival to the last's answer), and from the
+    last answer to the last process's end (the last judgments stored, the summary, the exit)."""
+
+    start: float
+    calls: float
+    end: float
+    count: int
+
+    def words(self, *, places: int, latency: float) -> str:
+        """The three, and the calls against their floor: `count` calls on `places` take ceil(count / places)
+        calls' time at least."""
+        floor = math.ceil(self.count / places) * latency
+        return (f"first call {self.start:.2f} s after the start; {self.count} calls in {self.calls:.2f} s "
+                f"({floor / self.calls:.1%} of their floor, {math.ceil(self.count / places)} x {latency} s); "
+                f"the end {self.end:.2f} s after the last answer")
+
+
+def fake_window(base_url: str, *, reset: bool) -> dict:
+    """The fake's window of calls (tests/fakes/model_server.py: first arrival, last answer, count); reset: begin a
+    new one."""
+    root = urlunsplit(urlsplit(base_url)._replace(path="", query="", fragment=""))
+    url = f"{root}/_fake/window" + ("?reset=1" if reset else "")
+    with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 (our own fake on 127.0.0.1)
+        return json.loads(answer.read())
+
+
+def timeline_of(base_url: str, started: float, ended: float) -> Timeline | None:
+    window = fake_window(base_url, reset=True)
+    if not window["calls"]:
+        return None
+    return Timeline(window["first"] - started, window["last"] - window["first"], ended - window["last"],
+                    window["calls"])
 
 
 def process_cpu(pid: int) -> float:
@@ -106,17 +147,20 @@ def judge_whole_process(*, run: str, model: str, workers: int, images: str, env:
     log = logs / f"judge-{model}.log"
     quiet = quiet_start()
     fake_before, machine_before = process_cpu(fake_pid), machine_cpu()
-    started = time.perf_counter()
+    fake_window(env["GOOGLE_GEMINI_BASE_URL"], reset=True)
+    started, started_at = time.perf_counter(), time.time()
     with BackendsSampled() as backends:
         process = _start([*(prefix or []), *judge_command(run=run, model=model, workers=workers, images=images)],
                          env, log)
         cpus, codes = _wait_all([process])
-    wall = time.perf_counter() - started
+    wall, ended_at = time.perf_counter() - started, time.time()
     if codes[0] != 0:
         raise _failed("taskgen judge", [log])
     summary = json.loads([line for line in log.read_text().splitlines() if line.startswith("{")][-1])
-    return _measured(summary["episodes"] - summary["no_verdict"], wall, cpus, ["the process"],
-                     process_cpu(fake_pid) - fake_before, backends.cpu, _since(machine_before), quiet)
+    measured = _measured(summary["episodes"] - summary["no_verdict"], wall, cpus, ["the process"],
+                         process_cpu(fake_pid) - fake_before, backends.cpu, _since(machine_before), quiet)
+    measured.timeline = timeline_of(env["GOOGLE_GEMINI_BASE_URL"], started_at, ended_at)
+    return measured
 
 
 def _since(before: tuple[float, float]) -> tuple[float, float]:
@@ -132,12 +176,15 @@ def judge_two_processes(*, pipeline_run_id: int, judged, workers: int, env: dict
     files = [logs / f"resume-{pipeline_run_id}-{n}.log" for n in range(2)]
     quiet = quiet_start()
     fake_before, machine_before = process_cpu(fake_pid), machine_cpu()
-    started = time.perf_counter()
+    fake_window(env["GOOGLE_GEMINI_BASE_URL"], reset=True)
+    started, started_at = time.perf_counter(), time.time()
     with BackendsSampled() as backends:
         processes = [_start(command, env, log) for log in files]
         cpus, codes = _wait_all(processes)
-    wall = time.perf_counter() - started
+    wall, ended_at = time.perf_counter() - started, time.time()
     if any(codes):
         raise _failed("taskgen resume", files)
-    return _measured(judged(), wall, cpus, ["resume 1", "resume 2"], process_cpu(fake_pid) - fake_before,
-                     backends.cpu, _since(machine_before), quiet)
+    measured = _measured(judged(), wall, cpus, ["resume 1", "resume 2"], process_cpu(fake_pid) - fake_before,
+                         backends.cpu, _since(machine_before), quiet)
+    measured.timeline = timeline_of(env["GOOGLE_GEMINI_BASE_URL"], started_at, ended_at)
+    return measured

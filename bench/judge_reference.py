@@ -21,14 +21,14 @@ def reference_judge(*, run_dir: Path, base_url: str, workers: int) -> dict:
     out = Path(f"{run_dir}_judge")
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(SHIM), "SEED_ROOT": str(run_dir.parent), "GOOGLE_GEMINI_BASE_URL": base_url}
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     process = subprocess.Popen([sys.executable, str(REFERENCE), "judge", str(run_dir), "--workers", str(workers)],
                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - started
+    wall, ended_at = time.perf_counter() - started, time.time()
     judged = len(list(out.glob("*.json")))
     if os.waitstatus_to_exitcode(status) != 0 or not judged:
         raise SystemExit(f"the reference's judge failed: {process.stderr.read().decode()[-2000:]}")
     cpu = usage.ru_utime + usage.ru_stime
     return {"episodes": judged, "wall_s": round(wall, 2), "rate": round(judged / wall, 2), "cpu_s": cpu,
-            "cpu_ms_per_judgment": round(cpu * 1000 / judged, 1)}
+            "cpu_ms_per_judgment": round(cpu * 1000 / judged, 1), "started_at": started_at, "ended_at": ended_at}

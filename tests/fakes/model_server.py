@@ -12,7 +12,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Self
+from typing import NamedTuple, Self
 
 
 class _Server(ThreadingHTTPServer):
@@ -21,6 +21,18 @@ class _Server(ThreadingHTTPServer):
 
     request_queue_size = 256
     daemon_threads = True
+
+
+class CallsWindow(NamedTuple):
+    """The calls a fake answered since its window began: the first's arrival, the last's answer, how many."""
+
+    first: float | None = None
+    last: float | None = None
+    calls: int = 0
+
+    def add(self, arrived: float, answered: float) -> CallsWindow:
+        first = arrived if self.first is None else min(self.first, arrived)
+        return CallsWindow(first, answered if self.last is None else max(self.last, answered), self.calls + 1)
 
 
 class FakeModelServer:
@@ -35,6 +47,7 @@ class FakeModelServer:
         self._faults: deque[str] = deque()
         self._lock = threading.Lock()
         self.in_flight = self.peak_in_flight = 0  # POSTs being answered now, and the most at once
+        self._window = CallsWindow()  # when the calls since the last reset began and ended (a benchmark's timeline)
         self._server: _Server | None = None
 
     def remember(self, record: dict) -> None:
@@ -64,15 +77,19 @@ class FakeModelServer:
 
             def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
                 fake._count_in_flight(+1)
+                arrived = time.time()
                 try:
                     fake._handle(self)
                 finally:
                     fake._count_in_flight(-1)
+                    fake._window_add(arrived, time.time())
 
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.startswith("/_fake/in-flight"):
                     return fake._send(self, 200, {"in_flight": fake.in_flight, "peak": fake.peak_in_flight,
                                                   "kept": len(fake.requests)})
+                if self.path.startswith("/_fake/window"):
+                    return fake._send(self, 200, fake._window_read(reset="reset=1" in self.path))
                 fake._handle_get(self)
 
             def log_message(self, *args) -> None:
@@ -86,6 +103,19 @@ class FakeModelServer:
         if self._server:
             self._server.shutdown()
             self._server.server_close()
+
+    def _window_add(self, arrived: float, answered: float) -> None:
+        with self._lock:
+            self._window = self._window.add(arrived, answered)
+
+    def _window_read(self, *, reset: bool) -> dict:
+        """The calls since the last reset: the first one's arrival and the last one's answer (Unix seconds, as
+        another process's clock reads them), and how many; reset: start a new window."""
+        with self._lock:
+            window = self._window
+            if reset:
+                self._window = CallsWindow()
+        return window._asdict()
 
     def _count_in_flight(self, change: int) -> None:
         with self._lock:

@@ -1,0 +1,33 @@
+"""A fake model server tells when the calls since its window began arrived and were answered: the judge benchmark
+(bench/judge_process.py) splits a whole process's wall into its start, its calls and its end by it."""
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+from tests.fakes.gemini_server import FakeGemini
+from tests.test_fake_keeps import _post
+
+
+def _window(base_url: str, *, reset: bool = False) -> dict:
+    url = base_url + "/_fake/window" + ("?reset=1" if reset else "")
+    with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 (our own fake on 127.0.0.1)
+        return json.loads(answer.read())
+
+
+def test_the_window_spans_the_first_arrival_to_the_last_answer_and_starts_again_on_reset():
+    fake = FakeGemini(latency=0.05).start()
+    try:
+        assert _window(fake.base_url) == {"first": None, "last": None, "calls": 0}
+        before = time.time()
+        _post(fake.base_url)
+        _post(fake.base_url)
+        after = time.time()
+        window = _window(fake.base_url, reset=True)
+        assert window["calls"] == 2
+        assert before <= window["first"] < window["last"] <= after
+        assert window["last"] - window["first"] >= 2 * 0.05  # two calls one after the other, each its latency
+        assert _window(fake.base_url) == {"first": None, "last": None, "calls": 0}
+    finally:
+        fake.stop()
