@@ -5,10 +5,12 @@ start, Django's setup, the engine's run, the worker processes that read and hash
 root of its own, its wall time and its CPU from os.wait4 (the process and the worker processes it waited for); then
 once more (nothing new). Then the machine's floor (bench/import_floor.py): the same screenshots read, hashed and
 stored by a bare loop in as many processes, no checks, no database, no start: the gap between it and the whole import
-is the app's own cost. Then, as a diagnosis, the same import in this process (import_run_dir), its CPU and its
-workers' apart, and PostgreSQL's backend CPU besides. Each CPU figure says the kernel's share: most of it creates the
-blob files, and it swings several-fold with how many files were deleted on the same disk in the minutes before (ext4
-without a journal passes over recently freed inodes one by one when it allocates a new one).
+is the app's own cost; and the same loop with each new blob appended to one file per process instead of a file of
+its own (the floor of a store that packed its blobs). Then, as a diagnosis, the same import in this process
+(import_run_dir), its CPU and its workers' apart, and PostgreSQL's backend CPU besides. Each CPU figure says the
+kernel's share: most of it creates the blob files, and it swings several-fold with how many files were deleted on the
+same disk in the minutes before (ext4 without a journal passes over recently freed inodes one by one when it
+allocates a new one).
 
 Standalone: `.venv/bin/python bench/import_run.py [--episodes N]`. It sets Django up itself on a temporary SQLite
 database (or throwaway `test_<name>` and `test_<name>_cli` PostgreSQL databases when DATABASE_URL is set) and
@@ -250,6 +252,12 @@ def floor_report(tmp: Path, args: argparse.Namespace) -> None:
           f"{processes} processes (no checks, no database, no start): {floor.seconds:.2f}s = "
           f"{args.episodes / floor.seconds:.0f} episodes/s at most; CPU {floor.cpu:.2f}s, {floor.kernel:.2f}s of it "
           f"in the kernel ({load()})")
+    packed = import_floor(tmp / "run", tmp / "floor-pack", processes, packed=True)
+    print(f"  the same loop, each new blob appended to one file per process instead of a file each (a store that "
+          f"packed its blobs; {packed.stored_bytes / 1e6:.1f} MB against {floor.stored_bytes / 1e6:.1f} MB): "
+          f"{packed.seconds:.2f}s = "
+          f"{args.episodes / packed.seconds:.0f} episodes/s at most; CPU {packed.cpu:.2f}s, {packed.kernel:.2f}s of "
+          f"it in the kernel ({load()})")
 
 
 def report(tmp: Path, args: argparse.Namespace) -> None:
