@@ -268,12 +268,9 @@ def _process_cpu(pid: int) -> float:
 
 def _peak_in_flight(url: str) -> int:
     """The most calls the fake answered at once since it started (it counts them itself)."""
-    import json
-    import urllib.request
+    from bench.judge_process import fake_get
 
-    base = urlunsplit(urlsplit(url)._replace(path="", query="", fragment=""))
-    with urllib.request.urlopen(f"{base}/_fake/in-flight", timeout=10) as answer:  # noqa: S310 (our own fake)
-        return int(json.loads(answer.read())["peak"])
+    return int(fake_get(url, "/_fake/in-flight")["peak"])
 
 
 def _report(args, processes: int, judged: int, total: int, wall: float, cpu: float) -> float:
@@ -366,14 +363,14 @@ def _as_users_run_it(args, run, url: str, fake_pid: int, tmp: Path) -> None:
     rows.append((f"app: 2 x taskgen resume {pipeline_run.pk} --workers {args.concurrency}", 2, two, load()))
     reference = None
     if args.reference:
-        from bench.judge_process import Measured, fake_window, quiet_start, timeline_of
+        from bench.judge_process import Measured, quiet_start, timeline_of, window_begin
         from bench.judge_reference import reference_judge
         from bench.real_screens import corpus_run_dir, harness_run_dir
 
         run_dir = corpus_run_dir(harness_run_dir(), WORK, episodes=args.episodes)
         quiet = quiet_start()
         fake_before = process_cpu(fake_pid)
-        fake_window(url, reset=True)
+        window_begin(url)  # the reference's own clock times its process (started_at, ended_at)
         got = reference_judge(run_dir=run_dir, base_url=url, workers=args.concurrency)
         reference = Measured(got["episodes"], got["wall_s"], got["cpu_s"], process_cpu(fake_pid) - fake_before,
                              quiet=quiet, timeline=timeline_of(url, got["started_at"], got["ended_at"]))

@@ -76,16 +76,27 @@ class Timeline:
                 f"the end {self.end:.2f} s after the last answer")
 
 
-def fake_window(base_url: str, *, reset: bool) -> dict:
-    """The fake's window of calls (tests/fakes/model_server.py: first arrival, last answer, count); reset: begin a
-    new one."""
+def fake_get(base_url: str, path: str) -> dict:
+    """One of the fake's own GET answers (tests/fakes/model_server.py: /_fake/in-flight, /_fake/window), from the
+    base URL the app is given (its path, if any, left out)."""
     root = urlunsplit(urlsplit(base_url)._replace(path="", query="", fragment=""))
-    url = f"{root}/_fake/window" + ("?reset=1" if reset else "")
-    with urllib.request.urlopen(url, timeout=10) as answer:  # noqa: S310 (our own fake on 127.0.0.1)
+    with urllib.request.urlopen(f"{root}{path}", timeout=10) as answer:  # noqa: S310 (our own fake on 127.0.0.1)
         return json.loads(answer.read())
 
 
+def fake_window(base_url: str, *, reset: bool) -> dict:
+    """The fake's window of calls (first arrival, last answer, count); reset: begin a new one."""
+    return fake_get(base_url, "/_fake/window" + ("?reset=1" if reset else ""))
+
+
+def window_begin(base_url: str) -> float:
+    """A new window of calls at the fake, begun now: the Unix time a timeline counts from (timeline_of)."""
+    fake_window(base_url, reset=True)
+    return time.time()
+
+
 def timeline_of(base_url: str, started: float, ended: float) -> Timeline | None:
+    """The timeline of the calls since window_begin (None when there were none), ending its window."""
     window = fake_window(base_url, reset=True)
     if not window["calls"]:
         return None
@@ -147,8 +158,7 @@ def judge_whole_process(*, run: str, model: str, workers: int, images: str, env:
     log = logs / f"judge-{model}.log"
     quiet = quiet_start()
     fake_before, machine_before = process_cpu(fake_pid), machine_cpu()
-    fake_window(env["GOOGLE_GEMINI_BASE_URL"], reset=True)
-    started, started_at = time.perf_counter(), time.time()
+    started_at, started = window_begin(env["GOOGLE_GEMINI_BASE_URL"]), time.perf_counter()
     with BackendsSampled() as backends:
         process = _start([*(prefix or []), *judge_command(run=run, model=model, workers=workers, images=images)],
                          env, log)
@@ -176,8 +186,7 @@ def judge_two_processes(*, pipeline_run_id: int, judged, workers: int, env: dict
     files = [logs / f"resume-{pipeline_run_id}-{n}.log" for n in range(2)]
     quiet = quiet_start()
     fake_before, machine_before = process_cpu(fake_pid), machine_cpu()
-    fake_window(env["GOOGLE_GEMINI_BASE_URL"], reset=True)
-    started, started_at = time.perf_counter(), time.time()
+    started_at, started = window_begin(env["GOOGLE_GEMINI_BASE_URL"]), time.perf_counter()
     with BackendsSampled() as backends:
         processes = [_start(command, env, log) for log in files]
         cpus, codes = _wait_all(processes)

@@ -56,6 +56,11 @@ class SelectContext:
     # up its tasks); a selection made with such a context is never written (export_manifest refuses it)
     names: bool = True
 
+    @staticmethod
+    def named(context: SelectContext | None) -> bool:
+        """Whether a selection made in `context` (None: a selection of its own) carries task ids and sites."""
+        return context is None or context.names
+
     def get(self, key: tuple, make):
         if key not in self.reads:
             self.reads[key] = make()
@@ -337,7 +342,7 @@ def order_chunks(run: Run, judge_config: JudgeConfig | None, context: SelectCont
             ends.append(min(len(order), start + (size if wanted is None else min(size, max(MIN_CHUNK, wanted())))))
         ids = [int(pk) for pk in order[start:ends[index]]]
         yield _read(context, ("chunk", run.pk, config_id, start),
-                    lambda ids=ids: _chunk(ids, judge_config, names=context is None or context.names))
+                    lambda ids=ids: _chunk(ids, judge_config, names=SelectContext.named(context)))
         start, size, index = ends[index], min(LAST_CHUNK, size * 2), index + 1
 
 

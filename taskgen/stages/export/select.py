@@ -205,7 +205,7 @@ def export_select(*, run: Run, source: str = Export.Selection.JUDGE, judge_confi
     selection = Selection(run=run, source=source, judge_config=judge_config, budget=budget,
                           include_reviewer_rejected=include_reviewer_rejected,
                           include_verifier_failed=include_verifier_failed, exclude_risk=exclude_risk,
-                          order_from=order_from, named=context is None or context.names)
+                          order_from=order_from, named=SelectContext.named(context))
     rule = _Rule(source=source, include_reviewer_rejected=include_reviewer_rejected,
                  include_verifier_failed=include_verifier_failed, exclude_risk=exclude_risk,
                  labels_ignored=labels_ignored)
