@@ -8,8 +8,9 @@ import pytest
 from django.db import connection
 
 from taskgen import blobs
-from taskgen.models import Blob, Episode, Run, Screenshot
+from taskgen.models import Blob, Episode, Run, Screenshot, Site, Task
 from taskgen.stages.import_ import episode as episode_module
+from taskgen.stages.import_ import tasks_file
 from taskgen.stages.import_.service import import_run_dir
 from tests.rundirs import build_run, grade_inputs, png
 
@@ -56,19 +57,38 @@ def test_copy_and_the_orm_write_the_same_rows(tmp_path, monkeypatch):
     with monkeypatch.context() as orm_only:
         orm_only.setattr(episode_module, "by_copy", lambda: False)
         orm_only.setattr(blobs, "by_copy", lambda: False)
+        orm_only.setattr(tasks_file, "by_copy", lambda: False)
         by_orm = import_run_dir(run_dir=run_dir)
-    orm_rows = _rows()
+    orm_rows, orm_tasks = _rows(), _task_rows()
     Run.objects.all().delete()
+    Task.objects.all().delete()
     Blob.objects.all().delete()  # the files stay: the second import finds them and writes only rows
     by_copy = import_run_dir(run_dir=run_dir)
-    same = {"run_id": 0, "tasks_added": 0}  # the tasks stayed
-    assert by_copy.as_dict() | same == by_orm.as_dict() | same
+    assert by_copy.as_dict() | {"run_id": 0} == by_orm.as_dict() | {"run_id": 0}
+    assert _task_rows() == orm_tasks and len(orm_tasks) == 4
     assert _rows() == orm_rows
     assert orm_rows["created_at_set"] and len(orm_rows["episodes"]) == 4
     failed = orm_rows["episodes"]["shop-b"]
     assert (failed["status"], failed["answer"][:8], failed["extra"]["nested"]["deep"][0][4]) == ("failed", "tab\there",
                                                                                                  {"k": None})
     assert "import_skipped" in orm_rows["episodes"]["shop-c"]["extra"]
+
+
+def _task_rows() -> dict:
+    skip = {"id", "created_at", "site_id"}
+    return {t.task_id: {k: v for k, v in vars(t).items() if k not in skip and not k.startswith("_")} | {
+        "site": t.site.slug, "created_at_set": bool(t.created_at)} for t in Task.objects.select_related("site")}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's; SQLite has the ORM path only")
+def test_new_tasks_one_another_import_made_meanwhile_leave_it_as_it_was():
+    site = Site.objects.create(slug="shop", name="shop")
+    Task.objects.create(task_id="shop-a", site=site, instruction="theirs")
+    wanted = [{"task_id": t, "site_id": site.pk, "instruction": "ours", "raw": {"task_id": t}}
+              for t in ("shop-a", "shop-b")]
+    tasks_file._tasks_create(wanted)  # COPY meets shop-a's row and is rolled back; the ORM skips shop-a
+    assert dict(Task.objects.values_list("task_id", "instruction")) == {"shop-a": "theirs", "shop-b": "ours"}
+    assert Task.objects.get(task_id="shop-b").raw == {"task_id": "shop-b"}
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's; SQLite has the ORM path only")
