@@ -8,9 +8,11 @@ stored by a bare loop in as many processes, no checks, no database, no start: th
 is the app's own cost; and the same loop with each new blob appended to one file per process instead of a file of
 its own (the floor of a store that packed its blobs). Then, as a diagnosis, the same import in this process
 (import_run_dir), its CPU and its workers' apart, and PostgreSQL's backend CPU besides. Each CPU figure says the
-kernel's share: most of it creates the blob files, and it swings several-fold with how many files were deleted on the
-same disk in the minutes before (ext4 without a journal passes over recently freed inodes one by one when it
-allocates a new one).
+kernel's share: most of it creates the blob files. This machine's root file system is ext4 without a journal, whose
+inode allocator passes over each inode freed in the last half minute (the kernel's `recently_deleted`): making the
+store's 12,200 files soon after other files were deleted costs the kernel several times what it costs on a journaled
+ext4. So the first import runs once more with its blob store on a journaled ext4 made on the same disk (bench/disk.py;
+it needs root and a loop device), and `--perf` shows where the kernel's time goes on each.
 
 Standalone: `.venv/bin/python bench/import_run.py [--episodes N]`. It sets Django up itself on a temporary SQLite
 database (or throwaway `test_<name>` and `test_<name>_cli` PostgreSQL databases when DATABASE_URL is set) and
@@ -31,6 +33,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import struct
 import subprocess
 import sys
@@ -138,6 +141,8 @@ def main() -> int:
     parser.add_argument("--screenshots", type=int, default=10, help="per episode (the last is final.png)")
     parser.add_argument("--shared", type=int, default=4, help="of each episode's screenshots, how many are pool pages")
     parser.add_argument("--pool", type=int, default=200, help="distinct pages drawn")
+    parser.add_argument("--perf", action="store_true",
+                        help="also profile the first import on each file system with perf (the kernel's share)")
     parser.add_argument("--py-spy", action="store_true",
                         help="also profile one more whole-process import with py-spy (pip install py-spy)")
     args = parser.parse_args()
@@ -158,14 +163,15 @@ def load() -> str:
     return f"load {os.getloadavg()[0]:.1f}/{os.cpu_count()} CPUs"
 
 
-def _cli_env(tmp: Path, kind: str = "cli") -> dict:
-    """The environment of a whole-process import: a var dir, media root and database of its own (on PostgreSQL a
-    fresh `<test database>_<kind>` beside this process's), migrated before it is timed."""
+def _cli_env(tmp: Path, kind: str = "cli", media: Path | None = None) -> dict:
+    """The environment of a whole-process import: a var dir, media root (under `media`, default tmp) and database of
+    its own (on PostgreSQL a fresh `<test database>_<kind>` beside this process's), migrated before it is timed."""
     from urllib.parse import urlsplit, urlunsplit
 
     from django.db import connection
 
-    env = {**os.environ, "TASKGEN_VAR_DIR": str(tmp / f"{kind}-var"), "TASKGEN_MEDIA_ROOT": str(tmp / f"{kind}-media")}
+    env = {**os.environ, "TASKGEN_VAR_DIR": str(tmp / f"{kind}-var"),
+           "TASKGEN_MEDIA_ROOT": str((media or tmp) / f"{kind}-media")}
     if connection.vendor == "postgresql":
         import psycopg
 
@@ -218,8 +224,52 @@ def as_users_run_it(tmp: Path, args: argparse.Namespace) -> None:
                   f"it in the kernel) ({load()})")
     finally:
         _cli_drop(env)
+    on_journaled_ext4(tmp, args)
     if args.py_spy:
         _py_spy(tmp, args)
+
+
+def on_journaled_ext4(tmp: Path, args: argparse.Namespace) -> None:
+    """The same first import with its media root (the blob store) on a journaled ext4 made on this machine's disk
+    (bench/disk.py): the file system most machines have, beside the one this machine's root has. With --perf, each
+    of the two first imports once more under perf: the kernel's share, and ext4's inode allocation's."""
+    from bench.disk import journaled_ext4
+
+    with journaled_ext4(tmp / "journaled.img", tmp / "journaled") as mounted:
+        if isinstance(mounted, str):
+            print(f"on a journaled ext4: not measured ({mounted}; it needs root and a loop device)")
+            return
+        env = _cli_env(tmp, "journaled", media=mounted)
+        try:
+            seconds, cpu, kernel = _cli_import(tmp, env)
+        finally:
+            _cli_drop(env)
+        print(f"as users run it, first import, its blob store on a journaled ext4 made on this disk: {seconds:.2f}s, "
+              f"{args.episodes / seconds:.0f} episodes/s (target 1,000); CPU {cpu:.2f}s = "
+              f"{cpu * 1000 / args.episodes:.2f} ms per episode ({kernel:.2f}s of it in the kernel) ({load()})")
+        if args.perf:
+            _perf(tmp, args, tmp, "on this machine's disk")
+            _perf(tmp, args, mounted, "on the journaled ext4")
+
+
+def _perf(tmp: Path, args: argparse.Namespace, media: Path, where: str) -> None:
+    """One more first import (a fresh database and media root under `media`) under perf: where the kernel's time
+    goes."""
+    from bench.disk import kernel_summary, perf_prefix
+
+    data = tmp / "import.perf.data"
+    prefix = perf_prefix(data)
+    if isinstance(prefix, str):
+        print(f"perf of `taskgen import` {where}: not measured ({prefix})")
+        return
+    env = _cli_env(tmp, "perf", media=media)
+    try:
+        seconds, cpu, _ = _cli_import(tmp, env, prefix=prefix)
+    finally:
+        _cli_drop(env)
+        shutil.rmtree(media / "perf-media", ignore_errors=True)
+    print(f"perf of `taskgen import` {where}: {seconds:.2f}s, CPU {cpu:.2f}s under the sampler ({load()})")
+    print("\n".join("  " + line for line in kernel_summary(data)))
 
 
 def _py_spy(tmp: Path, args: argparse.Namespace) -> None:
@@ -265,6 +315,7 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     from django.db import connection
 
     from bench.cpu import BackendsSampled
+    from bench.disk import file_system
     from taskgen.stages.import_.service import import_run_dir
 
     started = time.perf_counter()
@@ -275,7 +326,7 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     os.sync()
     print(f"built {args.episodes} episodes x {args.screenshots} screenshots ({input_bytes / 1e6:.1f} MB of PNG) "
           f"in {time.perf_counter() - started:.1f}s, synced to disk; database: {connection.vendor}; "
-          f"cpus: {os.cpu_count()}")
+          f"cpus: {os.cpu_count()}; the blob stores' disk: {file_system(tmp)}")
     as_users_run_it(tmp, args)
     floor_report(tmp, args)
     print("diagnosis: the same import in this process (import_run_dir), its CPU and its workers' apart")

@@ -138,7 +138,8 @@ def _tasks_create(new: list[dict]) -> None:
         try:
             with transaction.atomic():
                 ids = ids_reserve(Task, len(new))
-                CopyTable(Task, with_pk=True).write(dict(values, id=task_id) for task_id, values in zip(ids, new))
+                rows = (dict(values, id=task_id) for task_id, values in zip(ids, new, strict=True))
+                CopyTable(Task, with_pk=True).write(rows)
             return
         except IntegrityError:
             pass
