@@ -79,7 +79,8 @@ def _time(label: str, call, repeat: int, target: str) -> None:
         status = getattr(response, "status_code", 200)
         assert status in (200, 302), f"{label}: HTTP {status}"  # noqa: S101 - a broken page is not a figure
     cpu = (cpu_seconds(pid) - cpu_start) / repeat * 1000
-    p50, p95 = statistics.median(times), statistics.quantiles(times, n=20)[-1]
+    # one time has no spread: its p95 is itself (a quick --repeat 1 run, to fill the database, prints it)
+    p50, p95 = statistics.median(times), statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
     limit = TARGETS_MS[target]
     load = os.getloadavg()[0]
     ok, cpu_ok = (None, None) if limit is None else (p95 <= limit, cpu <= limit)
