@@ -33,7 +33,6 @@ import json
 import os
 import random
 import resource
-import shutil
 import struct
 import subprocess
 import sys
@@ -231,8 +230,7 @@ def as_users_run_it(tmp: Path, args: argparse.Namespace) -> None:
 
 def on_journaled_ext4(tmp: Path, args: argparse.Namespace) -> None:
     """The same first import with its media root (the blob store) on a journaled ext4 made on this machine's disk
-    (bench/disk.py): the file system most machines have, beside the one this machine's root has. With --perf, each
-    of the two first imports once more under perf: the kernel's share, and ext4's inode allocation's."""
+    (bench/disk.py): the file system most machines have, beside the one this machine's root has."""
     from bench.disk import journaled_ext4
 
     with journaled_ext4(tmp / "journaled.img", tmp / "journaled") as mounted:
@@ -247,27 +245,36 @@ def on_journaled_ext4(tmp: Path, args: argparse.Namespace) -> None:
         print(f"as users run it, first import, its blob store on a journaled ext4 made on this disk: {seconds:.2f}s, "
               f"{args.episodes / seconds:.0f} episodes/s (target 1,000); CPU {cpu:.2f}s = "
               f"{cpu * 1000 / args.episodes:.2f} ms per episode ({kernel:.2f}s of it in the kernel) ({load()})")
-        if args.perf:
-            _perf(tmp, args, tmp, "on this machine's disk")
-            _perf(tmp, args, mounted, "on the journaled ext4")
 
 
-def _perf(tmp: Path, args: argparse.Namespace, media: Path, where: str) -> None:
+def perf_report(tmp: Path, args: argparse.Namespace) -> None:
+    """--perf, last (its stores are left for the end: deleting them would slow what followed): the first import on
+    each file system once more under perf, where the kernel's time goes."""
+    from bench.disk import journaled_ext4
+
+    _perf(tmp, args, tmp, "on this machine's disk", kind="perf_disk")
+    with journaled_ext4(tmp / "perf-journaled.img", tmp / "perf-journaled") as mounted:
+        if isinstance(mounted, str):
+            print(f"perf on a journaled ext4: not measured ({mounted})")
+        else:
+            _perf(tmp, args, mounted, "on the journaled ext4", kind="perf_journaled")
+
+
+def _perf(tmp: Path, args: argparse.Namespace, media: Path, where: str, *, kind: str) -> None:
     """One more first import (a fresh database and media root under `media`) under perf: where the kernel's time
     goes."""
     from bench.disk import kernel_summary, perf_prefix
 
-    data = tmp / "import.perf.data"
+    data = tmp / f"{kind}.perf.data"
     prefix = perf_prefix(data)
     if isinstance(prefix, str):
         print(f"perf of `taskgen import` {where}: not measured ({prefix})")
         return
-    env = _cli_env(tmp, "perf", media=media)
+    env = _cli_env(tmp, kind, media=media)
     try:
         seconds, cpu, _ = _cli_import(tmp, env, prefix=prefix)
     finally:
         _cli_drop(env)
-        shutil.rmtree(media / "perf-media", ignore_errors=True)
     print(f"perf of `taskgen import` {where}: {seconds:.2f}s, CPU {cpu:.2f}s under the sampler ({load()})")
     print("\n".join("  " + line for line in kernel_summary(data)))
 
@@ -345,6 +352,8 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     count, size = folder_size(Path(settings.MEDIA_ROOT) / "blobs")
     print(f"blob store: {count} files, {size / 1e6:.1f} MB for {input_bytes / 1e6:.1f} MB of screenshots "
           f"({args.episodes * args.screenshots} files; shared pages stored once)")
+    if args.perf:
+        perf_report(tmp, args)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ said "start $(git rev-parse --short HEAD)"
 step judge DATABASE_URL=$PG/lead_qjudge .venv/bin/python bench/judge.py --episodes 560 --reference --processes 1,2
 step pages DATABASE_URL=$PG/lead_1m .venv/bin/python bench/review_pages.py --episodes 1000000 --repeat 20 \
   --run-page-repeat 10 --json
-step import DATABASE_URL=$PG/lead_qimport .venv/bin/python bench/import_run.py
+# --perf: after its figures, each first import once more under perf (the kernel's share; ext4's inode allocation's)
+step import DATABASE_URL=$PG/lead_qimport .venv/bin/python bench/import_run.py --perf
 step export .venv/bin/python bench/export.py --repeats 4
 [ -n "$NOSEED" ] || step seed DATABASE_URL=$PG/lead_qseed CELERY_BROKER_URL=redis://127.0.0.1:6379/9 \
   .venv/bin/python bench/seed_scale.py
