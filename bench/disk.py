@@ -8,6 +8,11 @@ kernel far more than on a journaled ext4, where that check is never made. Both a
 counts where the kernel's time goes, and the journaled file system is a real ext4 (mkfs.ext4's defaults, journal
 included) in an image file on the same disk, loop-mounted.
 
+Writing the bytes costs the kernel more on some virtual machines than others: where the host takes back the guest's
+free memory (virtio-balloon's free page reporting, as on this machine), a page the page cache takes that the host
+took back is faulted in and zeroed by the host inside the kernel's copy (copy_folio_from_iter_atomic,
+clear_page_erms). `free_page_reporting()` says whether this machine does it.
+
 Both need root and the tools (perf: Debian's linux-perf; mkfs.ext4, mount, a loop device); without them each says
 why and the benchmark goes on without the figure.
 """
@@ -99,3 +104,22 @@ def file_system(folder: Path) -> str:
     except OSError:
         return f"ext4 ({source}; whether it journals: unknown)"
     return f"ext4 {'without' if task == '<none>' else 'with'} a journal ({source})"
+
+
+VIRTIO_BALLOON = "0x0005"  # the virtio device id of a memory balloon
+BALLOON_F_REPORTING = 5  # its feature bit: free page reporting
+
+
+def free_page_reporting() -> str:
+    """Whether this machine's free memory goes back to its host (a virtio balloon with free page reporting): the
+    features string in sysfs has a character per feature bit, from bit 0."""
+    for device in Path("/sys/bus/virtio/devices").glob("*"):
+        try:
+            if (device / "device").read_text().strip() != VIRTIO_BALLOON:
+                continue
+            features = (device / "features").read_text().strip()
+        except OSError:
+            continue
+        reporting = len(features) > BALLOON_F_REPORTING and features[BALLOON_F_REPORTING] == "1"
+        return "free pages reported to the host (virtio-balloon)" if reporting else "a virtio balloon, no reporting"
+    return "no virtio balloon"

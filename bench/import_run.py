@@ -12,7 +12,10 @@ kernel's share: most of it creates the blob files. This machine's root file syst
 inode allocator passes over each inode freed in the last half minute (the kernel's `recently_deleted`): making the
 store's 12,200 files soon after other files were deleted costs the kernel several times what it costs on a journaled
 ext4. So the first import runs once more with its blob store on a journaled ext4 made on the same disk (bench/disk.py;
-it needs root and a loop device), and `--perf` shows where the kernel's time goes on each.
+it needs root and a loop device), and `--perf` shows where the kernel's time goes on each. The other swing is the
+machine's memory: on a virtual machine whose free pages go back to its host (virtio-balloon's free page reporting,
+which the first line says), copying the new blobs' 408 MB into the page cache costs up to a quarter of the import's
+CPU when the pages it takes were given back (perf: copy_folio_from_iter_atomic), on any file system.
 
 Standalone: `.venv/bin/python bench/import_run.py [--episodes N]`. It sets Django up itself on a temporary SQLite
 database (or throwaway `test_<name>` and `test_<name>_cli` PostgreSQL databases when DATABASE_URL is set) and
@@ -322,7 +325,7 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     from django.db import connection
 
     from bench.cpu import BackendsSampled
-    from bench.disk import file_system
+    from bench.disk import file_system, free_page_reporting
     from taskgen.stages.import_.service import import_run_dir
 
     started = time.perf_counter()
@@ -333,7 +336,7 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     os.sync()
     print(f"built {args.episodes} episodes x {args.screenshots} screenshots ({input_bytes / 1e6:.1f} MB of PNG) "
           f"in {time.perf_counter() - started:.1f}s, synced to disk; database: {connection.vendor}; "
-          f"cpus: {os.cpu_count()}; the blob stores' disk: {file_system(tmp)}")
+          f"cpus: {os.cpu_count()}; the blob stores' disk: {file_system(tmp)}; memory: {free_page_reporting()}")
     as_users_run_it(tmp, args)
     floor_report(tmp, args)
     print("diagnosis: the same import in this process (import_run_dir), its CPU and its workers' apart")
