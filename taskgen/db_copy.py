@@ -31,6 +31,11 @@ def ids_reserve(model: type[models.Model], count: int) -> list[int]:
         return sorted(row[0] for row in cursor.fetchall())
 
 
+def _json_or_null(value: object) -> str | None:
+    """A nullable JSON field's value as the ORM writes it: None is SQL NULL, not the JSON `null`."""
+    return None if value is None else json.dumps(value)
+
+
 class CopyTable:
     """A model's concrete columns as COPY writes them: each row a dict by attname (its `id` too when `with_pk`),
     JSON fields as Python values; a column missing from a row gets the field's default, the same for every row."""
@@ -39,7 +44,7 @@ class CopyTable:
         self.model = model
         now = timezone.now()
         self.columns: list[str] = []
-        self._spec = []  # (attname, default, is_json)
+        self._spec = []  # (attname, default, how a JSON field's value is written, or None for other fields)
         for field in model._meta.concrete_fields:
             if field.primary_key and not with_pk:
                 continue  # the table's own default (its identity) numbers the row
@@ -47,13 +52,14 @@ class CopyTable:
                 default = now
             else:
                 default = None if field.primary_key else field.get_default()
-            self._spec.append((field.attname, default, isinstance(field, models.JSONField)))
+            json_of = (_json_or_null if field.null else json.dumps) if isinstance(field, models.JSONField) else None
+            self._spec.append((field.attname, default, json_of))
             self.columns.append(field.column)
 
     def row(self, values: dict) -> tuple:
         get = values.get
-        return tuple(json.dumps(get(attname, default)) if is_json else get(attname, default)
-                     for attname, default, is_json in self._spec)
+        return tuple(get(attname, default) if json_of is None else json_of(get(attname, default))
+                     for attname, default, json_of in self._spec)
 
     def write(self, rows: Iterable[dict]) -> None:
         """COPY the rows in; a refusal is Django's DatabaseError (IntegrityError, DataError...), as from the ORM."""

@@ -66,6 +66,7 @@ def test_copy_and_the_orm_write_the_same_rows(tmp_path, monkeypatch):
     by_copy = import_run_dir(run_dir=run_dir)
     assert by_copy.as_dict() | {"run_id": 0} == by_orm.as_dict() | {"run_id": 0}
     assert _task_rows() == orm_tasks and len(orm_tasks) == 4
+    assert orm_tasks["shop-a"]["verifier_sql_null"]  # no verifier in the line: SQL NULL both ways, not JSON null
     assert _rows() == orm_rows
     assert orm_rows["created_at_set"] and len(orm_rows["episodes"]) == 4
     failed = orm_rows["episodes"]["shop-b"]
@@ -75,9 +76,15 @@ def test_copy_and_the_orm_write_the_same_rows(tmp_path, monkeypatch):
 
 
 def _task_rows() -> dict:
+    """Every task row by its task id; a nullable JSON column as SQL NULL or not (Python reads both NULL and the
+    JSON `null` as None)."""
     skip = {"id", "created_at", "site_id"}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT task_id, verifier IS NULL FROM taskgen_task")
+        sql_null = dict(cursor.fetchall())
     return {t.task_id: {k: v for k, v in vars(t).items() if k not in skip and not k.startswith("_")} | {
-        "site": t.site.slug, "created_at_set": bool(t.created_at)} for t in Task.objects.select_related("site")}
+        "site": t.site.slug, "created_at_set": bool(t.created_at), "verifier_sql_null": sql_null[t.task_id]}
+        for t in Task.objects.select_related("site")}
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="COPY is PostgreSQL's; SQLite has the ORM path only")
