@@ -53,9 +53,11 @@ def pid_cpu(pid: int) -> float:
 
 def backends_cpu() -> dict[int, float]:
     """CPU seconds so far of every PostgreSQL backend connected to this process's database (the server's others,
-    another engineer's, are not counted)."""
+    another engineer's, are not counted). None on SQLite: it runs in this process, whose CPU counts it already."""
     from django.db import connection
 
+    if connection.vendor != "postgresql":
+        return {}
     with connection.cursor() as cursor:
         cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
         return {pid: pid_cpu(pid) for (pid,) in cursor.fetchall()}

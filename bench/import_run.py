@@ -214,6 +214,16 @@ def _cli_import(tmp: Path, env: dict, prefix: list[str] | None = None) -> tuple[
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_stime
 
 
+def _first_import(tmp: Path, kind: str, *, media: Path | None = None,
+                  prefix: list[str] | None = None) -> tuple[float, float, float]:
+    """One first import as a whole process, in a database and media root of its own (_cli_env), dropped after."""
+    env = _cli_env(tmp, kind, media=media)
+    try:
+        return _cli_import(tmp, env, prefix=prefix)
+    finally:
+        _cli_drop(env)
+
+
 def as_users_run_it(tmp: Path, args: argparse.Namespace) -> None:
     """`python manage.py taskgen import RUN_DIR` as whole processes: wall time, episodes/s, CPU per episode."""
     env = _cli_env(tmp)
@@ -240,11 +250,7 @@ def on_journaled_ext4(tmp: Path, args: argparse.Namespace) -> None:
         if isinstance(mounted, str):
             print(f"on a journaled ext4: not measured ({mounted}; it needs root and a loop device)")
             return
-        env = _cli_env(tmp, "journaled", media=mounted)
-        try:
-            seconds, cpu, kernel = _cli_import(tmp, env)
-        finally:
-            _cli_drop(env)
+        seconds, cpu, kernel = _first_import(tmp, "journaled", media=mounted)
         print(f"as users run it, first import, its blob store on a journaled ext4 made on this disk: {seconds:.2f}s, "
               f"{args.episodes / seconds:.0f} episodes/s (target 1,000); CPU {cpu:.2f}s = "
               f"{cpu * 1000 / args.episodes:.2f} ms per episode ({kernel:.2f}s of it in the kernel) ({load()})")
@@ -273,11 +279,7 @@ def _perf(tmp: Path, args: argparse.Namespace, media: Path, where: str, *, kind:
     if isinstance(prefix, str):
         print(f"perf of `taskgen import` {where}: not measured ({prefix})")
         return
-    env = _cli_env(tmp, kind, media=media)
-    try:
-        seconds, cpu, _ = _cli_import(tmp, env, prefix=prefix)
-    finally:
-        _cli_drop(env)
+    seconds, cpu, _ = _first_import(tmp, kind, media=media, prefix=prefix)
     print(f"perf of `taskgen import` {where}: {seconds:.2f}s, CPU {cpu:.2f}s under the sampler ({load()})")
     print("\n".join("  " + line for line in kernel_summary(data)))
 
@@ -287,13 +289,9 @@ def _py_spy(tmp: Path, args: argparse.Namespace) -> None:
     workers are other processes py-spy follows with --subprocesses)."""
     from bench.py_spy import py_spy_prefix, py_spy_top
 
-    env = _cli_env(tmp, "spy")
     raw = ROOT / "var" / "bench" / "import.py-spy.txt"  # kept for a closer look (collapsed stacks)
     raw.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        seconds, cpu, _ = _cli_import(tmp, env, prefix=[*py_spy_prefix(raw)[:-1], "--subprocesses", "--"])
-    finally:
-        _cli_drop(env)
+    seconds, cpu, _ = _first_import(tmp, "spy", prefix=[*py_spy_prefix(raw)[:-1], "--subprocesses", "--"])
     print(f"py-spy of `taskgen import`: {seconds:.2f}s, CPU {cpu * 1000 / args.episodes:.2f} ms per episode under "
           f"the sampler (py-spy's own included) ({load()})")
     print("\n".join("  " + line for line in py_spy_top(raw, root=str(ROOT) + "/")))
