@@ -163,7 +163,9 @@ def tasks_save(*, lines: dict[str, TaskLine]) -> TaskSet:
             for key, value in values.items():
                 setattr(task, key, value)
             changed.append(task)
-    _tasks_create(new)
+    # New tasks in task id order, whatever the file's: two imports sharing new tasks then take the rows' locks in one
+    # order and never wait on each other in a cycle (PostgreSQL would end it by failing one import: a deadlock).
+    _tasks_create(sorted(new, key=lambda values: values["task_id"]))
     Task.objects.bulk_update(changed, TASK_FIELDS)
     result.tasks = {t.task_id: t for t in Task.objects.filter(task_id__in=lines).only("task_id", "site", "task_kind")}
     result.added, result.updated = len(new), len(changed)
