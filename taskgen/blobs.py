@@ -150,7 +150,9 @@ def _rows_create(images: list[CheckedImage]) -> dict[str, int]:
 
 def blob_rows_ensure(*, images: Iterable[CheckedImage]) -> dict[str, int]:
     """Blob rows for checked images whose files are written, created where missing; sha -> Blob id."""
-    wanted = {image.sha256: image for image in images}
+    # In sha order, whatever the episodes': two imports whose batches meet the same screenshots then take the rows'
+    # locks in one order and never wait on each other in a cycle (PostgreSQL would end it by failing one: a deadlock).
+    wanted = {image.sha256: image for image in sorted(images, key=lambda image: image.sha256)}
     if not wanted:
         return {}
     try:

@@ -112,7 +112,8 @@ def _sites_ensure(lines: list[TaskLine]) -> dict[str, Site]:
         if line.site_slug not in sites and line.site_slug not in new:
             new[line.site_slug] = Site(slug=line.site_slug, name=line.site_slug,
                                        base_url=_base_url(line.data.get("start_path") or ""))
-    Site.objects.bulk_create(new.values(), ignore_conflicts=True)
+    # In slug order, for the reason tasks_save writes new tasks in task id order.
+    Site.objects.bulk_create(sorted(new.values(), key=lambda site: site.slug), ignore_conflicts=True)
     if new:
         sites.update({s.slug: s for s in Site.objects.filter(slug__in=new)})
     return sites
