@@ -56,6 +56,7 @@ def test_two_imports_sharing_tasks_in_opposite_orders_both_finish(attempt):
     assert errors == []
     assert Task.objects.count() == TASKS
     assert [len(task_set.tasks) for task_set in saved] == [TASKS, TASKS]
+    assert sum(task_set.added for task_set in saved) == TASKS  # each task counted by the import that made it
 
 
 @pytest.mark.parametrize("attempt", range(2))
@@ -65,6 +66,7 @@ def test_two_imports_sharing_new_sites_in_opposite_orders_both_finish(attempt):
     assert errors == []
     assert (Site.objects.count(), Task.objects.count()) == (TASKS // 3, TASKS // 3)
     assert [len(task_set.tasks) for task_set in saved] == [TASKS // 3, TASKS // 3]
+    assert sum(task_set.added for task_set in saved) == TASKS // 3
 
 
 def _images(count: int) -> list[CheckedImage]:

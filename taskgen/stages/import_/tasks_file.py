@@ -130,21 +130,23 @@ def _differs(task: Task, values: dict) -> bool:
     return any(getattr(task, key) != value for key, value in values.items())
 
 
-def _tasks_create(new: list[dict]) -> None:
-    """New tasks' rows (values by attname): COPY on PostgreSQL, in a savepoint, so that a task another import made
-    meanwhile sends them all the ORM's way, which leaves it as it is; the ORM elsewhere."""
+def _tasks_create(new: list[dict]) -> int:
+    """New tasks' rows (values by attname), how many this import made: COPY on PostgreSQL, in a savepoint, so that a
+    task another import made meanwhile sends them all the ORM's way, which leaves it as it is; the ORM elsewhere."""
     if not new:
-        return
+        return 0
     if by_copy():
         try:
             with transaction.atomic():
                 ids = ids_reserve(Task, len(new))
                 rows = (dict(values, id=task_id) for task_id, values in zip(ids, new, strict=True))
                 CopyTable(Task, with_pk=True).write(rows)
-            return
+            return len(new)
         except IntegrityError:
             pass
+    made_meanwhile = Task.objects.filter(task_id__in=[values["task_id"] for values in new]).count()
     Task.objects.bulk_create([Task(**values) for values in new], ignore_conflicts=True)
+    return len(new) - made_meanwhile
 
 
 @transaction.atomic
@@ -166,8 +168,8 @@ def tasks_save(*, lines: dict[str, TaskLine]) -> TaskSet:
             changed.append(task)
     # New tasks in task id order, whatever the file's: two imports sharing new tasks then take the rows' locks in one
     # order and never wait on each other in a cycle (PostgreSQL would end it by failing one import: a deadlock).
-    _tasks_create(sorted(new, key=lambda values: values["task_id"]))
+    result.added = _tasks_create(sorted(new, key=lambda values: values["task_id"]))
     Task.objects.bulk_update(changed, TASK_FIELDS)
     result.tasks = {t.task_id: t for t in Task.objects.filter(task_id__in=lines).only("task_id", "site", "task_kind")}
-    result.added, result.updated = len(new), len(changed)
+    result.updated = len(changed)
     return result
