@@ -47,8 +47,8 @@ def _report(data: Path, *args: str) -> list[str]:
     return [line for line in result.stdout.splitlines() if line.strip() and not line.startswith("#")]
 
 
-def _share(line: str, column: int = 0) -> float:
-    return float(line.split()[column].rstrip("%"))
+def _share(line: str) -> float:
+    return float(line.split()[0].rstrip("%"))
 
 
 def kernel_summary(data: Path, *, top: int = 6) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 
 import pytest
 from django.db import connection, transaction
@@ -27,24 +28,30 @@ def _lines(task_ids: list[str], *, site_each: bool = False) -> dict[str, TaskLin
             for number, task_id in enumerate(task_ids, start=1)}
 
 
-def _race(files: list[dict[str, TaskLine]]) -> tuple[list[TaskSet], list[BaseException]]:
-    barrier, saved, errors = threading.Barrier(len(files)), [], []
+def _together(calls: list[Callable[[], object]]) -> tuple[list[object], list[BaseException]]:
+    """Each call on a thread of its own (its own connection), released together by a barrier: what they returned,
+    in the order they finished, and what they raised."""
+    barrier, results, errors = threading.Barrier(len(calls)), [], []
 
-    def save(lines: dict[str, TaskLine]) -> None:
+    def run(call: Callable[[], object]) -> None:
         try:
             barrier.wait()
-            saved.append(tasks_save(lines=lines))
+            results.append(call())
         except BaseException as exc:  # noqa: BLE001 - the test reports every thread's failure
             errors.append(exc)
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=save, args=(lines,)) for lines in files]
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    return saved, errors
+    return results, errors
+
+
+def _race(files: list[dict[str, TaskLine]]) -> tuple[list[TaskSet], list[BaseException]]:
+    return _together([lambda lines=lines: tasks_save(lines=lines) for lines in files])
 
 
 # A deadlock needs the two writes to overlap: without the order, 5 runs in 6 met one here.
@@ -78,24 +85,13 @@ def _images(count: int) -> list[CheckedImage]:
 # one transaction each: in sha order, whatever their episodes' order, they never wait on each other in a cycle.
 @pytest.mark.parametrize("attempt", range(2))
 def test_two_imports_sharing_screenshots_in_opposite_orders_both_finish(attempt):
-    images, errors, ids = _images(TASKS), [], []
-    barrier = threading.Barrier(2)
+    images = _images(TASKS)
 
-    def batch(order: list[CheckedImage]) -> None:
-        try:
-            barrier.wait()
-            with transaction.atomic():  # an import's batch: its blob rows stay locked until it commits
-                ids.append(blob_rows_ensure(images=order))
-        except BaseException as exc:  # noqa: BLE001 - the test reports every thread's failure
-            errors.append(exc)
-        finally:
-            connection.close()
+    def batch(order: list[CheckedImage]) -> dict[str, int]:
+        with transaction.atomic():  # an import's batch: its blob rows stay locked until it commits
+            return blob_rows_ensure(images=order)
 
-    threads = [threading.Thread(target=batch, args=(order,)) for order in (images, images[::-1])]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    ids, errors = _together([lambda order=order: batch(order) for order in (images, images[::-1])])
     assert errors == []
     assert Blob.objects.count() == TASKS
     assert ids[0] == ids[1] == dict(Blob.objects.values_list("sha256", "id"))
