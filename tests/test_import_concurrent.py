@@ -5,8 +5,6 @@ PostgreSQL ends by failing one import ("deadlock detected")."""
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections.abc import Callable
 
 import pytest
 from django.db import connection, transaction
@@ -14,6 +12,7 @@ from django.db import connection, transaction
 from taskgen.blobs import CheckedImage, blob_rows_ensure
 from taskgen.models import Blob, Site, Task
 from taskgen.stages.import_.tasks_file import TaskLine, TaskSet, tasks_save
+from tests.concurrency import together
 
 pytestmark = [pytest.mark.django_db(transaction=True),
               pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks are PostgreSQL's to race")]
@@ -28,30 +27,8 @@ def _lines(task_ids: list[str], *, site_each: bool = False) -> dict[str, TaskLin
             for number, task_id in enumerate(task_ids, start=1)}
 
 
-def _together(calls: list[Callable[[], object]]) -> tuple[list[object], list[BaseException]]:
-    """Each call on a thread of its own (its own connection), released together by a barrier: what they returned,
-    in the order they finished, and what they raised."""
-    barrier, results, errors = threading.Barrier(len(calls)), [], []
-
-    def run(call: Callable[[], object]) -> None:
-        try:
-            barrier.wait()
-            results.append(call())
-        except BaseException as exc:  # noqa: BLE001 - the test reports every thread's failure
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return results, errors
-
-
 def _race(files: list[dict[str, TaskLine]]) -> tuple[list[TaskSet], list[BaseException]]:
-    return _together([lambda lines=lines: tasks_save(lines=lines) for lines in files])
+    return together([lambda lines=lines: tasks_save(lines=lines) for lines in files])
 
 
 # A deadlock needs the two writes to overlap: without the order, 5 runs in 6 met one here.
@@ -91,7 +68,7 @@ def test_two_imports_sharing_screenshots_in_opposite_orders_both_finish(attempt)
         with transaction.atomic():  # an import's batch: its blob rows stay locked until it commits
             return blob_rows_ensure(images=order)
 
-    ids, errors = _together([lambda order=order: batch(order) for order in (images, images[::-1])])
+    ids, errors = together([lambda order=order: batch(order) for order in (images, images[::-1])])
     assert errors == []
     assert Blob.objects.count() == TASKS
     assert ids[0] == ids[1] == dict(Blob.objects.values_list("sha256", "id"))

@@ -1,7 +1,6 @@
 """Queues: built-in membership, saved filters, explicit lists, the stratified sample, reservations, K labels."""
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
@@ -22,6 +21,7 @@ from review.services import (
 )
 from taskgen.labels.fields import ReviewError
 from taskgen.models import Run, VerifierResult
+from tests.concurrency import together
 from tests.factories import EpisodeFactory, JudgmentFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -169,21 +169,9 @@ def test_reviewers_asking_at_the_same_moment_get_different_items():
     episodes = [_judged("SUCCESS") for _ in range(6)]
     queue = _builtin(Queue.Kind.FALSE_POSITIVE)
     reviewers = [UserFactory(role="reviewer") for _ in range(6)]
-    barrier, got = threading.Barrier(len(reviewers)), {}
-
-    def take(user):
-        try:
-            barrier.wait()
-            got[user.pk] = queue_take_next(queue=queue, reviewer=user)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=take, args=(u,)) for u in reviewers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(e.pk for e in got.values()) == sorted(e.pk for e in episodes)
+    got, errors = together([lambda user=user: queue_take_next(queue=queue, reviewer=user) for user in reviewers])
+    assert errors == []
+    assert sorted(e.pk for e in got) == sorted(e.pk for e in episodes)
 
 
 def test_next_without_labelling_skips_the_current_item_and_gives_it_back():

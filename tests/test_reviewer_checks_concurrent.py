@@ -3,14 +3,13 @@ an item or a clear None, no two hold the same episode of the queue, and a check 
 who holds it. Meant for PostgreSQL (SKIP LOCKED, the conditional upsert); it runs on SQLite too."""
 from __future__ import annotations
 
-import threading
-
 import pytest
 from django.db import connection
 
 from review.models import Queue, Reservation
 from review.services import queue_take_next
 from taskgen.models import ReviewerCheck, VerifierResult
+from tests.concurrency import together
 from tests.factories import EpisodeFactory, JudgeConfigFactory, JudgmentFactory, RunFactory, UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,23 +26,13 @@ def test_reviewers_taking_checks_at_once_never_share_an_episode():
             VerifierResult.objects.create(episode=episode, ok=True, source="sandbox")
     queue = Queue.objects.create(name="race", kind=Queue.Kind.FILTER, filters={"runs": [run.pk]}, check_rate=1.0)
     reviewers = [UserFactory(username=f"r{n}", role="reviewer") for n in range(6)]
-    barrier, taken, errors = threading.Barrier(len(reviewers)), {}, []
 
-    def take(reviewer) -> None:
-        try:
-            barrier.wait(timeout=30)
-            episode = queue_take_next(queue=queue, reviewer=reviewer)
-            taken[reviewer.pk] = episode.pk if episode else None
-        except Exception as exc:  # noqa: BLE001 - any error is the failure this test looks for
-            errors.append(repr(exc))
-        finally:
-            connection.close()
+    def take(reviewer) -> tuple[int, int | None]:
+        episode = queue_take_next(queue=queue, reviewer=reviewer)
+        return reviewer.pk, episode.pk if episode else None
 
-    threads = [threading.Thread(target=take, args=(r,)) for r in reviewers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    results, errors = together([lambda reviewer=reviewer: take(reviewer) for reviewer in reviewers])
+    taken = dict(results)
     assert errors == [] and len(taken) == 6 and None not in taken.values()
     assert len(set(taken.values())) == 6  # eight episodes, six reviewers: each holds a different one
     held = dict(Reservation.objects.filter(queue=queue).values_list("reviewer_id", "episode_id"))
