@@ -11,7 +11,10 @@ included) in an image file on the same disk, loop-mounted.
 Writing the bytes costs the kernel more on some virtual machines than others: where the host takes back the guest's
 free memory (virtio-balloon's free page reporting, as on this machine), a page the page cache takes that the host
 took back is faulted in and zeroed by the host inside the kernel's copy (copy_folio_from_iter_atomic,
-clear_page_erms). `free_page_reporting()` says whether this machine does it.
+clear_page_erms). `free_page_reporting()` says whether this machine does it. Some also page out, in the guest,
+memory nobody touched for a while (the kernel's DAMON with a `pageout` scheme, run by kdamond): a file read or
+written a minute before (a benchmark's corpus, Python's modules at a process's start, PostgreSQL's tables) is read
+from the disk again. `proactive_reclaim()` says whether this machine does it, and after how long.
 
 Both need root and the tools (perf: Debian's linux-perf; mkfs.ext4, mount, a loop device); without them each says
 why and the benchmark goes on without the figure.
@@ -123,3 +126,45 @@ def free_page_reporting() -> str:
         reporting = len(features) > BALLOON_F_REPORTING and features[BALLOON_F_REPORTING] == "1"
         return "free pages reported to the host (virtio-balloon)" if reporting else "a virtio balloon, no reporting"
     return "no virtio balloon"
+
+
+DAMON_ADMIN = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+
+def _read(path: Path) -> str:
+    return path.read_text().strip()
+
+
+def _pageout_scheme(context: Path) -> str | None:
+    """What a DAMON context's pageout scheme pages out: memory idle for at least its minimum age (counted in the
+    context's aggregation intervals), at most its quota of bytes in its quota's interval."""
+    aggregation_s = int(_read(context / "monitoring_attrs" / "intervals" / "aggr_us")) / 1e6
+    for scheme in sorted(context.glob("schemes/[0-9]*")):
+        if _read(scheme / "action") != "pageout":
+            continue
+        idle = int(_read(scheme / "access_pattern" / "age" / "min")) * aggregation_s
+        quota, every = int(_read(scheme / "quotas" / "bytes")), int(_read(scheme / "quotas" / "reset_interval_ms"))
+        rate = f", up to {quota / 2**20:.0f} MB every {every / 1000:g} s" if quota and every else ""
+        return f"memory idle {idle:g} s paged out (DAMON{rate})"
+    return None
+
+
+def proactive_reclaim() -> str:
+    """Whether this machine pages out memory that sat idle (a running kdamond with a pageout scheme), and after how
+    long; what it could not read says so."""
+    try:
+        for kdamond in sorted(DAMON_ADMIN.glob("[0-9]*")):
+            if _read(kdamond / "state") != "on":
+                continue
+            for context in sorted(kdamond.glob("contexts/[0-9]*")):
+                scheme = _pageout_scheme(context)
+                if scheme:
+                    return scheme
+    except (OSError, ValueError) as exc:
+        return f"proactive reclaim unknown ({exc})"
+    return "no proactive reclaim"
+
+
+def machine_memory() -> str:
+    """What this machine does with memory that a benchmark's figures depend on, in a few words."""
+    return f"{free_page_reporting()}; {proactive_reclaim()}"

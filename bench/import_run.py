@@ -323,7 +323,7 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     from django.db import connection
 
     from bench.cpu import BackendsSampled
-    from bench.disk import file_system, free_page_reporting
+    from bench.disk import file_system, machine_memory
     from taskgen.stages.import_.service import import_run_dir
 
     started = time.perf_counter()
@@ -334,7 +334,7 @@ def report(tmp: Path, args: argparse.Namespace) -> None:
     os.sync()
     print(f"built {args.episodes} episodes x {args.screenshots} screenshots ({input_bytes / 1e6:.1f} MB of PNG) "
           f"in {time.perf_counter() - started:.1f}s, synced to disk; database: {connection.vendor}; "
-          f"cpus: {os.cpu_count()}; the blob stores' disk: {file_system(tmp)}; memory: {free_page_reporting()}")
+          f"cpus: {os.cpu_count()}; the blob stores' disk: {file_system(tmp)}; memory: {machine_memory()}")
     as_users_run_it(tmp, args)
     floor_report(tmp, args)
     print("diagnosis: the same import in this process (import_run_dir), its CPU and its workers' apart")

@@ -299,11 +299,13 @@ def main() -> None:
             from django.conf import settings
             from django.db import connection
 
+            from bench.disk import machine_memory
             from taskgen.models import Judgment
             from taskgen.stages.judge.service import judge_config_for
 
             settings.GOOGLE_GEMINI_BASE_URL = url
-            print(f"database                 {connection.vendor}; policy `{args.policy}`; fake Gemini {args.latency}s")
+            print(f"database                 {connection.vendor}; policy `{args.policy}`; fake Gemini {args.latency}s; "
+                  f"memory: {machine_memory()}")
             run = _import(args.episodes)
             ids = list(run.episodes.order_by("task_order").values_list("pk", flat=True))
             if args.profile > 0:
