@@ -197,13 +197,13 @@ def test_a_lease_in_a_big_run_starts_at_the_workers_last_unit_without_reading_th
     20,000)."""
     if connection.vendor != "postgresql":
         pytest.skip("a PostgreSQL query plan")
-    from taskgen.engine.units import LEASE_SQL, units_create
+    from taskgen.engine.units import PICK_SQL, units_create
 
     pipeline_run = PipelineRun.objects.create(stage="judge", status="running", total=3000)
     units_create(pipeline_run=pipeline_run, keys=[f"episode-{n}" for n in range(3000)])
     settled = list(pipeline_run.units.order_by("pk").values_list("pk", flat=True)[:2000])
     WorkUnit.objects.filter(pk__in=settled).update(status="done")
-    inner = LEASE_SQL.split("WHERE id IN (", 1)[1].rsplit(")", 1)[0].format(table="taskgen_workunit")
+    inner = PICK_SQL.format(table="taskgen_workunit")
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + inner, [pipeline_run.pk, "queued", settled[-1], timezone.now(), 1])
         plan = "\n".join(row[0] for row in cursor.fetchall())

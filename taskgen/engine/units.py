@@ -71,17 +71,21 @@ def units_lease(*, pipeline_run_id: int, owner: str, count: int, lease_seconds: 
     return [Leased(pk, key, attempts + 1) for pk, key, attempts in rows]
 
 
-LEASE_SQL = """
-UPDATE {table} SET status = %s, lease_owner = %s, lease_until = %s, attempts = attempts + 1
-WHERE id IN (SELECT id FROM {table} WHERE pipeline_run_id = %s AND status = %s AND id > %s
-             AND (not_before IS NULL OR not_before <= %s) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)
-RETURNING id, key, attempts"""
+# The due units are picked once, in a materialized CTE, then updated: as `id IN (SELECT ... LIMIT n FOR UPDATE SKIP
+# LOCKED)` the planner may join the subquery as the inner side of a nested loop (when it believes the table nearly
+# empty), run it again for every unit it meets, and each run locks the next due unit: one worker leased a whole run.
+PICK_SQL = """SELECT id FROM {table} WHERE pipeline_run_id = %s AND status = %s AND id > %s
+        AND (not_before IS NULL OR not_before <= %s) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED"""
+LEASE_SQL = "WITH picked AS MATERIALIZED (" + PICK_SQL + """)
+UPDATE {table} AS unit SET status = %s, lease_owner = %s, lease_until = %s, attempts = unit.attempts + 1
+FROM picked WHERE unit.id = picked.id
+RETURNING unit.id, unit.key, unit.attempts"""
 
 
 def _lease_postgresql(pipeline_run_id: int, owner: str, count: int, now, until, after: int) -> list[Leased]:
     sql = LEASE_SQL.format(table=connection.ops.quote_name(WorkUnit._meta.db_table))
     with connection.cursor() as cursor:
-        cursor.execute(sql, [Status.RUNNING, owner, until, pipeline_run_id, Status.QUEUED, after, now, count])
+        cursor.execute(sql, [pipeline_run_id, Status.QUEUED, after, now, count, Status.RUNNING, owner, until])
         rows = cursor.fetchall()
     return [Leased(pk, key, attempts) for pk, key, attempts in sorted(rows)]
 
