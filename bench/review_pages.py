@@ -39,11 +39,12 @@ os.environ.setdefault("TASKGEN_MEDIA_ROOT", str(Path(tempfile.gettempdir()) / "t
 from bench.cpu import backend_pid, cpu_seconds, scratch_database_ensure  # noqa: E402
 from bench.review_fill import RUN_NAME, fill, heavy_episode, user_reviewer, vacuum  # noqa: E402
 
-# Issue 26's targets (p95 wall). "take next" and "queue page: progress" are measured beside them with no target
+# Issue 26's targets (p95 wall). "take next", "queue page: progress" and "judge: episodes left" (what starting
+# `taskgen judge RUN` asks first: the run's episodes with no verdict yet) are measured beside them with no target
 # issued: their figures carry none (target_ms and ok null), rather than a made-up one.
 TARGETS_MS: dict[str, int | None] = {"queue page": 100, "episode page": 80, "label post": 50, "run page": 150,
                                      "validate": 1000, "certify call": 300, "take next": None,
-                                     "queue page: progress": None}
+                                     "queue page: progress": None, "judge: episodes left": None}
 MEMORY_TARGET_MB = 300
 # The fewest timings a p95 is read from: of 5 (what validate and the certify call had, a quarter of --repeat), the
 # p95 is nearly the slowest, which on average sits near the 83rd percentile and swings with one slow call.
@@ -140,6 +141,7 @@ def _validate_and_certify(client, run, repeat: int) -> list[str]:
 
     from taskgen.models import JudgeConfig
     from taskgen.stages.certify.service import CertifyParams, certificate_compute
+    from taskgen.stages.judge.service import episodes_to_judge
     from taskgen.stages.validate.summary import summary_and_risks_refresh
 
     config = JudgeConfig.objects.get(provider="rules", model="rules-v1", prompt_version="v1")
@@ -154,6 +156,8 @@ def _validate_and_certify(client, run, repeat: int) -> list[str]:
         urls.append(url)
     params = CertifyParams(run=run, judge_config=config)
     _time("certify call", lambda: certificate_compute(params=params), max(P95_SAMPLES_LEAST, repeat), "certify call")
+    _time("judge: episodes left", lambda: episodes_to_judge(run=run, config=config), P95_SAMPLES_LEAST,
+          "judge: episodes left")
     panel = f"{reverse('review:certificate_panel')}?{urlencode({'run': run.pk, 'judge_config': config.pk})}"
     return [*urls, panel]
 

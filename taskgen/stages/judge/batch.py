@@ -21,6 +21,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from taskgen.engine.contract import RetryLater
@@ -28,7 +29,13 @@ from taskgen.judging import judgment_fields_of
 from taskgen.models import Episode, JudgeBatchJob, JudgeBatchRequest, JudgeConfig, Judgment, PipelineRun, WorkUnit
 from taskgen.providers import ProviderError
 from taskgen.providers.base import ProviderResult
-from taskgen.stages.judge.service import _cost, _from_cache, judge_request_build, judgment_store
+from taskgen.stages.judge.service import (
+    _cost,
+    _from_cache,
+    episodes_without_verdict,
+    judge_request_build,
+    judgment_store,
+)
 
 log = logging.getLogger(__name__)
 BATCH_DISCOUNT = Decimal("0.5")
@@ -166,13 +173,13 @@ def _jobs_of(pending: dict[int, tuple], *, first: int) -> list[dict[int, tuple]]
 
 
 def _episodes_to_send(pipeline_run: PipelineRun, config: JudgeConfig) -> list[int]:
+    """The run's queued or running episodes with no verdict under the config and in no open batch request (NOT
+    EXISTS both: episodes_without_verdict says why not NOT IN)."""
     keys = pipeline_run.units.filter(status__in=[WorkUnit.Status.QUEUED, WorkUnit.Status.RUNNING]).values_list(
         "key", flat=True)
-    judged = Judgment.objects.filter(config=config).exclude(verdict=Judgment.Verdict.NONE)
-    asked = JudgeBatchRequest.objects.filter(job__pipeline_run=pipeline_run, open=True)
-    return list(Episode.objects.filter(pk__in=[int(key) for key in keys])
-                .exclude(pk__in=judged.values("episode_id")).exclude(pk__in=asked.values("episode_id"))
-                .order_by("pk").values_list("pk", flat=True))
+    asked = JudgeBatchRequest.objects.filter(job__pipeline_run=pipeline_run, open=True, episode=OuterRef("pk"))
+    pending = episodes_without_verdict(Episode.objects.filter(pk__in=[int(key) for key in keys]), config)
+    return list(pending.filter(~Exists(asked)).order_by("pk").values_list("pk", flat=True))
 
 
 def _build_pending(episode_ids: list[int], config: JudgeConfig) -> dict[int, tuple]:

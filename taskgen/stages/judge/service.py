@@ -17,6 +17,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db.models import Exists, OuterRef, QuerySet
 
 from taskgen.blobs import blob_file_of
 from taskgen.db_connections import connections_renew
@@ -319,13 +320,19 @@ def _answer_forget(request_hash: str) -> None:
         cursor.execute(FORGET_SQL.format(table=connection.ops.quote_name(JudgeAnswer._meta.db_table)), [request_hash])
 
 
+def episodes_without_verdict(episodes: QuerySet[Episode], config: JudgeConfig) -> QuerySet[Episode]:
+    """Those of `episodes` with no verdict under `config` (no judgment, or one with verdict NONE). Asked as NOT
+    EXISTS, an anti-join: `pk NOT IN (judged ids)` reads the judged ids again for every episode once they do not fit
+    in work_mem (a run of a million, mostly judged), hours where this is seconds."""
+    judged = Judgment.objects.filter(episode=OuterRef("pk"), config=config).exclude(verdict=Judgment.Verdict.NONE)
+    return episodes.filter(~Exists(judged))
+
+
 def episodes_to_judge(*, run: Run, config: JudgeConfig) -> list[int]:
     """Ids of the run's recorded episodes with no verdict yet under `config` (no judgment, or one with verdict
     NONE). Failed episodes (a harness error, no grade inputs) are skipped, as the reference skips them."""
-    judged = Judgment.objects.filter(config=config, episode__run=run).exclude(verdict=Judgment.Verdict.NONE)
-    pending = (run.episodes.filter(status=Episode.Status.RECORDED).exclude(pk__in=judged.values("episode_id"))
-               .order_by("task_order", "pk"))
-    return list(pending.values_list("pk", flat=True))
+    pending = episodes_without_verdict(run.episodes.filter(status=Episode.Status.RECORDED), config)
+    return list(pending.order_by("task_order", "pk").values_list("pk", flat=True))
 
 
 def judge_summary(*, run: Run, config: JudgeConfig, errors: int = 0) -> dict:
