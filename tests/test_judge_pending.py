@@ -1,13 +1,15 @@
 """Which episodes a judge run still has to judge: the recorded episodes of the run without a verdict under the
 config. At a million episodes, a run mostly judged asked PostgreSQL `id NOT IN (the judged ids)`: once those ids no
 longer fit in work_mem the subquery is read again for every episode (a SubPlan, not an anti-join), and starting
-`taskgen judge` on the run, or a batch's next send, ran for hours. The pending lists are asked as NOT EXISTS now."""
+`taskgen judge` on the run, or a batch's next send, was still running after minutes (cancelled). The pending lists
+are asked as NOT EXISTS now."""
 from __future__ import annotations
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from taskgen.models import Episode, Judgment
+from taskgen.models import Episode, Judgment, PipelineRun, Task, WorkUnit
 from taskgen.stages.judge.batch import _episodes_to_send
 from taskgen.stages.judge.service import episodes_to_judge, episodes_without_verdict
 from tests.factories import (
@@ -38,7 +40,7 @@ def test_the_pending_list_is_the_runs_recorded_episodes_without_a_verdict_under_
 def _mostly_judged(episodes: int, judged: int):
     """A run of `episodes` recorded episodes, the first `judged` of them judged under the config."""
     run, config, site = RunFactory(), JudgeConfigFactory(), SiteFactory()
-    tasks = TaskFactory._meta.model.objects.bulk_create(
+    tasks = Task.objects.bulk_create(
         [TaskFactory.build(site=site, task_id=f"t{n:05d}") for n in range(episodes)])
     rows = Episode.objects.bulk_create(
         [EpisodeFactory.build(run=run, task=task, site=site, task_order=n) for n, task in enumerate(tasks)])
@@ -67,10 +69,6 @@ def test_the_pending_list_is_an_anti_join_when_the_judged_ids_do_not_fit_in_memo
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the plan is PostgreSQL's")
 def test_a_batchs_next_send_asks_no_subquery_per_episode():
-    from django.test.utils import CaptureQueriesContext
-
-    from taskgen.models import PipelineRun, WorkUnit
-
     run, config, rows = _mostly_judged(3000, 2900)
     pipeline_run = PipelineRun.objects.create(stage="judge", params={"run": run.pk, "config_id": config.pk})
     WorkUnit.objects.bulk_create([WorkUnit(pipeline_run=pipeline_run, key=str(e.pk)) for e in rows])
