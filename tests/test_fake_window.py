@@ -31,3 +31,22 @@ def test_the_window_spans_the_first_arrival_to_the_last_answer_and_starts_again_
         assert _window(fake.base_url) == {"first": None, "last": None, "calls": 0}
     finally:
         fake.stop()
+
+
+class _SlowToReturn(FakeGemini):
+    """A fake whose thread is held up after its answer went out, as a loaded machine's scheduler may hold it."""
+
+    def _handle(self, handler) -> None:
+        super()._handle(handler)
+        time.sleep(0.2)
+
+
+def test_the_last_answer_is_stamped_when_it_is_sent_not_when_the_server_thread_gets_back_to_it():
+    fake = _SlowToReturn().start()
+    try:
+        _post(fake.base_url)
+        read = time.time()  # the client has the whole answer in hand
+        time.sleep(0.3)  # the server thread has returned by now
+        assert _window(fake.base_url)["last"] <= read
+    finally:
+        fake.stop()

@@ -75,14 +75,19 @@ class FakeModelServer:
             # ACK of the headers, 40 ms added to every answer (real front ends send without that wait).
             disable_nagle_algorithm = True
 
+            # When this POST's answer began to go out (stamped by _send and _trickle before they write): the window's
+            # last answer. Stamped after the handler returned, a loaded machine's scheduler could put it after the
+            # client had read the answer and its clock.
+            answered: float | None = None
+
             def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
                 fake._count_in_flight(+1)
-                arrived = time.time()
+                arrived, self.answered = time.time(), None
                 try:
                     fake._handle(self)
                 finally:
                     fake._count_in_flight(-1)
-                    fake._window_add(arrived, time.time())
+                    fake._window_add(arrived, self.answered or time.time())
 
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.startswith("/_fake/in-flight"):
@@ -151,6 +156,7 @@ class FakeModelServer:
         """Answer (a payload as JSON, bytes as they are); False when the client had gone (its answer never
         arrived)."""
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        handler.answered = time.time()
         try:
             handler.send_response(status)
             handler.send_header("Content-Type", content_type)
@@ -174,7 +180,9 @@ class FakeModelServer:
             handler.send_header("Content-Type", "application/json")
             handler.send_header("Content-Length", str(len(data)))
             handler.end_headers()
-            for byte in data:
+            for at, byte in enumerate(data, 1):
+                if at == len(data):
+                    handler.answered = time.time()  # its last byte: the answer is whole when it arrives
                 handler.wfile.write(bytes([byte]))
                 handler.wfile.flush()
                 time.sleep(seconds_per_byte)
