@@ -135,7 +135,7 @@ def _review_pages(client, run, queue, timer, episode, repeat: int) -> list[str]:
             reverse("review:queue_progress", args=[queue.pk])]
 
 
-def _validate_and_certify(client, run, repeat: int) -> list[str]:
+def _validate_certify_and_left_to_judge(client, run, repeat: int) -> list[str]:
     from django.urls import reverse
     from django.utils.http import urlencode
 
@@ -223,7 +223,7 @@ def main() -> int:
             _time(label, lambda q=query: client.get(run.get_absolute_url(), q), args.run_page_repeat, "run page")
             urls.append(f"{run.get_absolute_url()}?{urlencode(query)}")
     if not args.run_page_only:
-        urls += _validate_and_certify(client, run, args.repeat)
+        urls += _validate_certify_and_left_to_judge(client, run, args.repeat)
     if not args.no_memory:
         from bench.web_memory import web_worker_memory
 
