@@ -13,7 +13,7 @@ from taskgen.engine.control import run_start
 from taskgen.engine.wait import run_wait
 from taskgen.models import Judgment, PipelineRun, Run
 from taskgen.providers import provider_offline
-from taskgen.stages.judge.service import episodes_to_judge, judge_config_for, judge_summary
+from taskgen.stages.judge.service import episodes_left_to_judge, judge_config_for, judge_summary
 from taskgen.stages.judge.work import JudgeParams
 
 NAME = "demo-judge"
@@ -51,6 +51,6 @@ def judged_before(run: Run) -> str:
         return f"judged before (pipeline run {earlier.pk}, {earlier.status})"
     if Judgment.objects.filter(episode__run=run).exists():
         return "has verdicts already"
-    if not episodes_to_judge(run=run, config=judge_config_for(provider_offline("judge"))):
+    if not episodes_left_to_judge(run=run, config=judge_config_for(provider_offline("judge"))).exists():
         return "no recorded episodes to judge"
     return ""

@@ -20,7 +20,7 @@ from taskgen.stages.judge.images import POLICIES
 from taskgen.stages.judge.prompt import PromptFileError
 from taskgen.stages.judge.service import (
     JudgeError,
-    episodes_to_judge,
+    episodes_left_to_judge,
     judge_config_for,
     judge_request_build,
     judge_summary,
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _dry_run(run: Run, config, stdout) -> int:
-    for episode in run.episodes.filter(pk__in=episodes_to_judge(run=run, config=config)).select_related("task"):
+    for episode in episodes_left_to_judge(run=run, config=config).select_related("task"):
         built = judge_request_build(episode=episode, config=config)
         line = {"task_id": episode.task.task_id, "system": built.request.system, "prompt": built.request.prompt,
                 "images": built.image_paths}

@@ -328,11 +328,16 @@ def episodes_without_verdict(episodes: QuerySet[Episode], config: JudgeConfig) -
     return episodes.filter(~Exists(judged))
 
 
-def episodes_to_judge(*, run: Run, config: JudgeConfig) -> list[int]:
-    """Ids of the run's recorded episodes with no verdict yet under `config` (no judgment, or one with verdict
-    NONE). Failed episodes (a harness error, no grade inputs) are skipped, as the reference skips them."""
+def episodes_left_to_judge(*, run: Run, config: JudgeConfig) -> QuerySet[Episode]:
+    """The run's recorded episodes with no verdict yet under `config` (no judgment, or one with verdict NONE), in
+    task order. Failed episodes (a harness error, no grade inputs) are skipped, as the reference skips them."""
     pending = episodes_without_verdict(run.episodes.filter(status=Episode.Status.RECORDED), config)
-    return list(pending.order_by("task_order", "pk").values_list("pk", flat=True))
+    return pending.order_by("task_order", "pk")
+
+
+def episodes_to_judge(*, run: Run, config: JudgeConfig) -> list[int]:
+    """Ids of episodes_left_to_judge, in task order."""
+    return list(episodes_left_to_judge(run=run, config=config).values_list("pk", flat=True))
 
 
 def judge_summary(*, run: Run, config: JudgeConfig, errors: int = 0) -> dict:
