@@ -21,6 +21,8 @@ settle() { said "$(.venv/bin/python bench/cpu.py settle --most 300)"; }
 # step NAME COMMAND...: one benchmark on a quiet machine, its output in $L/rROUND_NAME.log
 step() { local name=$1; shift; settle; env "$@" > "$L/r${R}_$name.log" 2>&1; said "$name done"; }
 said "start $(git rev-parse --short HEAD); memory: $(.venv/bin/python -c 'from bench.disk import machine_memory; print(machine_memory())')"
+settle
+said "this machine: $(.venv/bin/python bench/machine.py --line)"
 step judge DATABASE_URL=$PG/lead_qjudge .venv/bin/python bench/judge.py --episodes 560 --reference --processes 1,2
 step pages DATABASE_URL=$PG/lead_1m .venv/bin/python bench/review_pages.py --episodes 1000000 --repeat 20 \
   --run-page-repeat 10 --json
