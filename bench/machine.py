@@ -4,7 +4,7 @@ set side by side (each session runs on a new machine of the same kind, and their
 - pure Python: the CPU time of a fixed workload of the interpreter's own work (calls, dicts, strings, small ints),
   what a judgment's and a page's Python costs follow; the quickest and the slowest of ten, a third of a second
   apart, since on some machines the same work runs at a speed that changes from one second to the next (seen on
-  2026-12-06: 67 ms, then 118-146 ms for seconds on end, then 67 again, the machine otherwise idle and no
+  2026-12-06: 66 ms, then 118-149 ms for seconds on end, then 66 again, the machine otherwise idle and no
   steal time: the host's doing);
 - a process's start: a new Python that sets Django up and imports the google-genai SDK, as `taskgen judge` does
   before its first call;
@@ -72,7 +72,7 @@ def start_s(tries: int = TRIES) -> float:
 
 
 def fresh_memory_gb_s(megabytes: int = 256) -> float:
-    """GB/s of zeroing a fresh allocation of `megabytes` (bytearray: calloc, then every page faulted in)."""
+    """GB/s of zeroing a fresh allocation of `megabytes` (each page faulted in as it is zeroed)."""
     def once() -> float:
         started = time.perf_counter()
         block = bytearray(megabytes << 20)
