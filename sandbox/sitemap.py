@@ -10,7 +10,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
 
-from django.test import Client
 from django.urls import Resolver404, resolve
 
 from sandbox.evidence import COOKIE
@@ -85,6 +84,9 @@ def _pattern(path: str) -> str:
 
 def sitemap_build(*, slug: str) -> dict:
     """Crawl one sandbox site from its home page (GET only) and describe its pages and controls."""
+    from django.test import Client  # here, not at the top: the attempt stage imports this module, and django.test
+    # (unittest, xml.dom, the test runner) would be 36-190 ms of every such process's start, for a crawl few run
+
     session = SandboxSession.objects.create(label=f"sitemap of {slug}")
     client = Client(HTTP_HOST="127.0.0.1")
     client.cookies[COOKIE] = session.token
