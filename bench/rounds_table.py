@@ -1,6 +1,8 @@
 """The README's three tables of issue 26's rounds, read from the logs `bench/rounds.sh` leaves (each benchmark's own
 printed figures; nothing is measured here), so the figures go into the README as the benchmarks printed them rather
-than copied by hand. A figure a log does not hold is left blank.
+than copied by hand. A figure a log does not hold is left blank. Under the tables, issue 26's targets: which each
+round met and missed (judged from the figures the tables show), and whether two rounds in a row met every one (the
+issue's "Done when"); a target whose figure is blank is neither met nor missed but "not measured".
 
     .venv/bin/python bench/rounds_table.py [19 20 21 22] [--logs /tmp/taskgen-rounds]  # none named: all logged
 """
@@ -11,6 +13,8 @@ import json
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 Reader = Callable[[str], str]
@@ -99,32 +103,125 @@ REST: list[tuple[str, str, Reader]] = [
 ]
 
 
+@dataclass(frozen=True)
+class Target:
+    """One of issue 26's targets: the table row whose figure it judges, which of the figure's numbers, the bound, and
+    whether the number must be at least (True) or at most (False) the bound."""
+
+    name: str
+    row: str  # how the row's label starts
+    number: int | None  # which number of the figure (0: the first, -1: the last; None: the largest)
+    bound: float
+    at_least: bool
+
+    def met(self, figure: str) -> bool | None:
+        """Whether the figure meets the target; None when the figure is blank (not measured)."""
+        numbers = [float(n) for n in re.findall(r"\d+(?:\.\d+)?", figure.replace(",", ""))]
+        if not numbers:
+            return None
+        value = max(numbers) if self.number is None else numbers[self.number]
+        return value >= self.bound if self.at_least else value <= self.bound
+
+    def words(self) -> str:
+        return f"{self.name} {'>=' if self.at_least else '<='} {self.bound:g}"
+
+
+TARGETS = [
+    Target("one process, of the ideal (%)", "`taskgen judge RUN", 0, 90, True),
+    Target("its CPU per judgment (ms)", "`taskgen judge RUN", 1, 12, False),
+    Target("its CPU against the reference's (x less)", "the app beside it", 1, 5, True),
+    Target("two processes against one (x)", "2 x `taskgen resume", 0, 1.8, True),
+    Target("queue page p95 (ms)", "queue page /", 0, 100, False),
+    Target("episode page p95 (ms)", "queue page /", 1, 80, False),
+    Target("label post p95 (ms)", "queue page /", 2, 50, False),
+    Target("run page, its slowest view's p95 (ms)", "run page:", None, 150, False),
+    Target("validate vs verifiers (ms)", "validate vs", 0, 1000, False),
+    Target("validate vs final labels (ms)", "validate vs", 1, 1000, False),
+    Target("a certify call p95 (ms)", "a certify call", 1, 300, False),
+    Target("a web worker's memory (MB)", "a gunicorn worker", 0, 300, False),
+    Target("import (episodes/s)", "`taskgen import RUN_DIR`", 0, 1000, True),
+    Target("export against the reference's time (x)", "`taskgen rows", 0, 1.0, False),
+    Target("export's peak memory (MB)", "`taskgen rows", -1, 120, False),
+    Target("the seed's scale (min)", "the seed's scale", 0, 15, False),
+]
+
+
 def _machine(logs: Path, round_: str) -> str:
     rounds = logs / "rounds.log"
     text = rounds.read_text(errors="replace") if rounds.exists() else ""
     return _find(rf"^round {round_} this machine: pure Python ([\d-]+ ms) CPU.*?start ([\d.]+ s)", text, "{}; {}")
 
 
+TARGET_WORDS = {  # the tables' target column, by how a row's label starts
+    "`taskgen judge RUN": "90%; 12 ms", "the app beside it": "5x less", "2 x `taskgen resume": "1.8x",
+    "queue page /": "100 / 80 / 50", "run page:": "150", "validate vs": "1,000", "a certify call": "300",
+    "a gunicorn worker": "300", "`taskgen import RUN_DIR`": "1,000/s", "`taskgen rows": "no slower; 120 MB",
+    "the seed's scale": "15 min"}
+
+
+def _target_words(label: str) -> str:
+    return next((words for start, words in TARGET_WORDS.items() if label.startswith(start)), "")
+
+
 def _table(title: str, rows: list[tuple[str, list[str]]], rounds: list[str]) -> str:
-    lines = [f"| {title} | {' | '.join(f'round {r}' for r in rounds)} |", f"|---|{'---|' * len(rounds)}"]
-    lines += [f"| {label} | {' | '.join(cells)} |" for label, cells in rows]
+    lines = [f"| {title} | {' | '.join(f'round {r}' for r in rounds)} | target |", f"|---|{'---|' * len(rounds)}---|"]
+    lines += [f"| {label} | {' | '.join(cells)} |" + (f" {words} |" if (words := _target_words(label)) else " |")
+              for label, cells in rows]
     return "\n".join(lines)
 
 
-def rounds_tables(logs: Path, rounds: list[str]) -> str:
-    """The three tables (the judge, the pages at 1M episodes, import, export and the seed) for these rounds."""
+def _rows(logs: Path, rounds: list[str]) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    """Each table's title and rows: a row's label and its figure in each round."""
     judge = {r: _log(logs, r, "judge") for r in rounds}
     pages = {r: _pages(_log(logs, r, "pages")) for r in rounds}
     machine = [("this machine (`bench/machine.py`: pure Python, quickest-slowest of ten; a Django + SDK start)",
                 [_machine(logs, r) for r in rounds])]
-    return "\n\n".join([
-        _table("the judge (560 episodes, fake Gemini 300 ms, 16 in flight)", machine + [
-            (label, [read(judge[r]) for r in rounds]) for label, read in JUDGE], rounds),
-        _table("pages at 1,000,000 episodes (p95 wall, ms)", [
-            (label, [read(pages[r]) for r in rounds]) for label, read in PAGES], rounds),
-        _table("import, export and the seed's scale", [
-            (label, [read(_log(logs, r, name)) for r in rounds]) for label, name, read in REST], rounds),
-    ])
+    return [
+        ("the judge (560 episodes, fake Gemini 300 ms, 16 in flight; ideal 53.3/s)", machine + [
+            (label, [read(judge[r]) for r in rounds]) for label, read in JUDGE]),
+        ("pages at 1,000,000 episodes (p95 wall, ms)", [
+            (label, [read(pages[r]) for r in rounds]) for label, read in PAGES]),
+        ("import, export and the seed's scale", [
+            (label, [read(_log(logs, r, name)) for r in rounds]) for label, name, read in REST]),
+    ]
+
+
+def targets_met(logs: Path, rounds: list[str]) -> dict[str, dict[str, bool | None]]:
+    """Each round's verdict on each target (TARGETS), from the figure its table shows: met, missed, None when blank."""
+    figures = {label: cells for _, rows in _rows(logs, rounds) for label, cells in rows}
+    verdicts: dict[str, dict[str, bool | None]] = {r: {} for r in rounds}
+    for target in TARGETS:
+        cells = next(cells for label, cells in figures.items() if label.startswith(target.row))
+        for round_, figure in zip(rounds, cells, strict=True):
+            verdicts[round_][target.name] = target.met(figure)
+    return verdicts
+
+
+def _verdict_lines(verdicts: dict[str, dict[str, bool | None]]) -> list[str]:
+    lines = []
+    for round_, met in verdicts.items():
+        if all(value is None for value in met.values()):
+            lines.append(f"- round {round_}: no figures (its logs are not here)")
+            continue
+        words = [f"met {sum(v is True for v in met.values())} of {len(met)}"]
+        for said, value in (("missed", False), ("not measured", None)):
+            names = [t.words() for t in TARGETS if met[t.name] is value]
+            if names:
+                words.append(f"{said}: {', '.join(names)}")
+        lines.append(f"- round {round_}: {'; '.join(words)}")
+    rounds = list(verdicts)
+    every = [r for r in rounds if all(v is True for v in verdicts[r].values())]
+    pairs = [f"{a} and {b}" for a, b in pairwise(rounds) if a in every and b in every and int(b) == int(a) + 1]
+    lines.append(f"- every target in two rounds in a row: {'rounds ' + '; '.join(pairs) if pairs else 'no'}"
+                 f" (every target in one round: {', '.join(every) or 'none'})")
+    return lines
+
+
+def rounds_tables(logs: Path, rounds: list[str]) -> str:
+    """The three tables (the judge, the pages at 1M episodes, import, export and the seed) for these rounds, each with
+    its targets, and under them which targets each round met."""
+    tables = [_table(title, rows, rounds) for title, rows in _rows(logs, rounds)]
+    return "\n\n".join([*tables, "Issue 26's targets:\n" + "\n".join(_verdict_lines(targets_met(logs, rounds)))])
 
 
 def rounds_logged(logs: Path) -> list[str]:

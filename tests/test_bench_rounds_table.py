@@ -1,12 +1,13 @@
 # ruff: noqa: E501 (the benchmarks' lines below are kept whole, as they were printed)
 """The rounds' tables (bench/rounds_table.py) read each figure from the line its benchmark printed (lines below are
-round 22's, 2026-12-06), and leave a figure blank when its log is missing, rather than guess."""
+round 22's, 2026-12-06), and leave a figure blank when its log is missing, rather than guess; under them, issue 26's
+targets are judged from the figures the tables show, and two rounds in a row that met every one are named."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from bench.rounds_table import rounds_tables
+from bench.rounds_table import TARGETS, rounds_tables, targets_met
 
 JUDGE = """\
   app: taskgen judge bench-judge --workers 16                   560    11.8   47.4  88.8%     11.1       2.9  load 1.4/2 CPUs, started 0% busy after 2 s
@@ -47,9 +48,13 @@ def _logs(where: Path) -> Path:
     return where
 
 
-def _row(tables: str, starts: str) -> list[str]:
+def _cells(tables: str, starts: str) -> list[str]:
     line = next(line for line in tables.splitlines() if line.startswith(f"| {starts}"))
     return [cell.strip() for cell in line.strip("|").split("|")[1:]]
+
+
+def _row(tables: str, starts: str) -> list[str]:
+    return _cells(tables, starts)[:-1]  # the rounds' figures, without the target column
 
 
 def test_each_figure_is_read_from_the_line_its_benchmark_printed(tmp_path: Path):
@@ -88,3 +93,42 @@ def test_with_no_rounds_named_every_round_logged_is_shown_in_order(tmp_path: Pat
     (tmp_path / "r9_judge.log").write_text(JUDGE)
     (tmp_path / "r100_seed.log").write_text(SEED)
     assert rounds_logged(tmp_path) == ["9", "22", "100"]
+
+
+def test_each_table_says_its_targets(tmp_path: Path):
+    tables = rounds_tables(_logs(tmp_path), ["22"])
+    assert _cells(tables, "`taskgen judge RUN")[-1] == "90%; 12 ms"
+    assert _cells(tables, "a certify call")[-1] == "300"
+    assert _cells(tables, "one process: its start")[-1] == ""  # a diagnosis, no target
+
+
+def test_round_22_met_every_target_but_three(tmp_path: Path):
+    met = targets_met(_logs(tmp_path), ["22"])["22"]
+    assert len(met) == len(TARGETS)
+    missed = sorted(name for name, value in met.items() if value is not True)
+    assert missed == ["import (episodes/s)", "one process, of the ideal (%)", "two processes against one (x)"]
+    tables = rounds_tables(tmp_path, ["22"])
+    assert "- round 22: met 13 of 16; missed: one process, of the ideal (%) >= 90" in tables
+    assert "- every target in two rounds in a row: no (every target in one round: none)" in tables
+
+
+def test_two_rounds_in_a_row_that_met_every_target_are_named(tmp_path: Path):
+    _logs(tmp_path)
+    met_all = {"judge": JUDGE.replace("88.8%", "91.2%").replace("1.73x the rate", "1.84x the rate"),
+               "import": IMPORT.replace("649 episodes/s", "1032 episodes/s")}
+    for round_ in ("23", "24", "26"):
+        for name in ("pages", "export", "seed", "judge", "import"):
+            text = met_all.get(name) or (tmp_path / f"r22_{name}.log").read_text()
+            (tmp_path / f"r{round_}_{name}.log").write_text(text)
+    tables = rounds_tables(tmp_path, ["22", "23", "24", "25", "26"])
+    assert "- round 23: met 16 of 16" in tables
+    assert "- round 25: no figures (its logs are not here)" in tables
+    assert "- every target in two rounds in a row: rounds 23 and 24 (every target in one round: 23, 24, 26)" in tables
+
+
+def test_a_figure_on_the_bound_meets_it_and_one_past_it_misses():
+    certify = next(t for t in TARGETS if t.name.startswith("a certify call"))
+    assert certify.met("221.9 / 300.0") is True and certify.met("221.9 / 300.1") is False
+    import_ = next(t for t in TARGETS if t.name.startswith("import"))
+    assert import_.met("1,000/s (3.1 s; 1.2 s)") is True and import_.met("999/s (3.1 s; 1.2 s)") is False
+    assert certify.met("/") is None
