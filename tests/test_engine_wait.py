@@ -155,3 +155,83 @@ def test_every_end_of_a_run_is_notified_once_and_only_when_it_commits():
         PipelineRun.objects.filter(pk=running[2].pk).update(errors=["an edit"])  # still running: nothing
         heard = [note.payload for note in listening.notifies(timeout=1.0)]
     assert heard == [str(running[0].pk), str(running[1].pk)]
+
+
+def _run_whose_bookkeeping_fails(monkeypatch, stage: str, fails, tries: int = 2) -> object:
+    """A run of four units whose batches are done but whose record (the engine's own write) raises when `fails()`
+    says so, as PostgreSQL refused it under server-side binding ("inconsistent types deduced for parameter $1")."""
+    from django.db import DatabaseError
+
+    from taskgen.engine import worker
+
+    real_record = worker.run_batch_record
+
+    def record(**kwargs):
+        if fails():
+            raise DatabaseError("inconsistent types deduced for parameter $1")
+        return real_record(**kwargs)
+
+    monkeypatch.setattr(worker, "run_batch_record", record)
+    monkeypatch.setattr("taskgen.engine.tasks.work_task.apply_async", lambda args, **kw: None)
+    monkeypatch.setitem(ENGINE_STAGES, stage, StageWork(
+        name=stage, check=StageParams.from_json, read=StageParams.from_json, units=lambda params: list("abcd"),
+        do=lambda pipeline_run, params, key: key, finish=lambda *args: {}, lease_seconds=1))
+    monkeypatch.setattr(engine_wait, "WORK_TRIES", tries)
+    return run_start(stage=stage, params={})
+
+
+def test_a_wait_whose_threads_all_fail_ends_saying_why_not_at_the_stall(monkeypatch, settings):
+    """`taskgen judge RUN --workers N` whose threads' every batch record fails: the threads died with a traceback
+    each and the command waited out its 10-minute stall with nothing in flight, then blamed a missing worker. Now
+    each thread tries again, stops after WORK_TRIES failures with no unit settled, and the wait ends naming the
+    error, on the command line and on the run's errors."""
+    from taskgen.models import PipelineRun
+
+    settings.ENGINE_RECONCILE_SECONDS = 1  # the lapsed leases go back to the queue at once
+    pipeline_run = _run_whose_bookkeeping_fails(monkeypatch, "record-fails", fails=lambda: True)
+    waited = []
+    waiter = threading.Thread(target=lambda: (waited.append(engine_wait.run_wait(
+        pipeline_run=pipeline_run, stream=io.StringIO(), work_here=2, poll_seconds=0.2)), connection.close()),
+        daemon=True)
+    waiter.start()
+    waiter.join(timeout=90)  # the stall is 600 s: a wait that waits it out is still waiting here
+    assert waited, "the wait did not end"
+    assert "inconsistent types deduced for parameter $1" in waited[0].stopped_on
+    said = io.StringIO()
+    assert engine_wait.wait_report(waited=waited[0], stream=said) == 1
+    words = said.getvalue()
+    assert "stopped: the 2 threads working it here stopped" in words and "taskgen resume" in words
+    assert "inconsistent types" in " ".join(PipelineRun.objects.get(pk=pipeline_run.pk).errors)
+
+
+def test_a_thread_whose_record_failed_once_goes_on_and_the_run_ends_done(monkeypatch, settings):
+    """A database that failed two records (a restart, say): the threads go on after a pause, on new connections,
+    and the run ends with every unit done."""
+    settings.ENGINE_RECONCILE_SECONDS = 1
+    failures = []
+
+    def fails() -> bool:
+        failures.append(threading.current_thread().name)
+        return len(failures) <= 2  # the first two records fail: before, each killed the thread it met, both threads
+
+    pipeline_run = _run_whose_bookkeeping_fails(monkeypatch, "record-fails-once", fails=fails, tries=4)
+    waited = []
+    waiter = threading.Thread(target=lambda: (waited.append(engine_wait.run_wait(
+        pipeline_run=pipeline_run, stream=io.StringIO(), work_here=2, poll_seconds=0.2)), connection.close()),
+        daemon=True)
+    waiter.start()
+    waiter.join(timeout=90)
+    assert waited, "the wait did not end"
+    assert not waited[0].stopped_on
+    assert waited[0].pipeline_run.status == "done"
+    assert len(failures) > 2  # records after the two that failed
+
+
+def test_a_wait_working_inline_whose_records_fail_ends_saying_why(monkeypatch, settings):
+    """`--workers 1` works the run in the waiting thread itself: its failures end the wait the same way, not with
+    a traceback that leaves the run running."""
+    settings.ENGINE_RECONCILE_SECONDS = 1
+    pipeline_run = _run_whose_bookkeeping_fails(monkeypatch, "record-fails-inline", fails=lambda: True)
+    waited = engine_wait.run_wait(pipeline_run=pipeline_run, stream=io.StringIO(), work_here=1, poll_seconds=0.2)
+    assert waited.stopped_on.startswith("working it here stopped after 2 failed tries")
+    assert "inconsistent types deduced for parameter $1" in waited.stopped_on

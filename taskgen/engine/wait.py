@@ -7,14 +7,18 @@ to resume what it did not finish (`resume_words`, said by `wait_report`) in thes
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection
 
+from taskgen.db_connections import connections_renew
 from taskgen.engine.run_ended import RunEndListener
+from taskgen.engine.runs import run_error
 from taskgen.engine.send import reconcile_now
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.units import Status, unit_counts, units_not_done
@@ -27,6 +31,11 @@ BAR = 30
 # a whole look later.
 TAIL_SECONDS = 0.1  # a primary-key read: 0.3 ms of CPU, 3 ms a second
 IDLE_SECONDS = 1.0  # a working thread with no unit due looks again after this long
+# A working thread whose slice raised (the database restarted under it, or refused the engine's own bookkeeping)
+# tries again after 1, 2, 4 s on new connections; after this many failures with no unit settled meanwhile it stops,
+# and when every thread has stopped the wait ends saying why, instead of waiting out the stall with nothing in flight.
+WORK_TRIES = 4
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -34,6 +43,42 @@ class Waited:
     pipeline_run: PipelineRun
     stalled: bool = False
     work_here: int = 0  # the threads this command worked the run with: a resume works it the same way
+    stopped_on: str = ""  # the error every thread working here stopped on, when they all did
+
+
+@dataclass
+class HereFailures:
+    """The failed tries of the threads working a run here since a unit last settled, the threads that stopped on
+    them, and the last error: shared by the threads and the wait (which clears the tries when a unit settles)."""
+
+    threads: int
+    tries: dict[str, int] = field(default_factory=dict)
+    stopped: set[str] = field(default_factory=set)
+    last_error: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def failed(self, name: str, error: str) -> int:
+        """Count a failed try of this thread; its failed tries since a unit last settled."""
+        with self.lock:
+            self.last_error = error
+            self.tries[name] = self.tries.get(name, 0) + 1
+            if self.tries[name] >= WORK_TRIES:
+                self.stopped.add(name)
+            return self.tries[name]
+
+    def has_stopped(self, name: str) -> bool:
+        return name in self.stopped
+
+    def pause(self, name: str) -> float:
+        """Seconds before this worker's next try: 1, 2, 4... with its failed tries."""
+        return 2.0 ** (self.tries.get(name, 1) - 1)
+
+    def progressed(self) -> None:
+        with self.lock:
+            self.tries.clear()
+
+    def all_stopped(self) -> bool:
+        return self.threads > 0 and len(self.stopped) >= self.threads
 
 
 def worker_command(queue: str) -> str:
@@ -64,12 +109,21 @@ def progress_line(pipeline_run: PipelineRun, counts) -> str:
             f"{counts[Status.FAILED]} failed, {counts[Status.RUNNING]} running, {counts[Status.QUEUED]} queued")
 
 
-def _work_here(pipeline_run_id: int, name: str, stop: threading.Event, ended: threading.Event) -> None:
+def _work_here(pipeline_run_id: int, name: str, stop: threading.Event, ended: threading.Event,
+               failures: HereFailures) -> None:
     """A thread working the run's units until the run is no longer running; it wakes the wait (`ended`) then, so
-    the command ends with its last unit rather than at the wait's next look."""
+    the command ends with its last unit rather than at the wait's next look. A slice that raised is tried again
+    after a pause (`_slice_here`); a thread that stopped on its failures wakes the wait, which ends saying why once
+    every thread has stopped."""
     try:
         while not stop.is_set():
-            again = work(pipeline_run_id=pipeline_run_id, owner=f"command-line:{name}")
+            again = _slice_here(pipeline_run_id, f"command-line:{name}", failures)
+            if again is _FAILED:
+                if failures.has_stopped(f"command-line:{name}"):
+                    ended.set()  # the wait looks now
+                    return
+                stop.wait(failures.pause(f"command-line:{name}"))
+                continue
             if again is None and not PipelineRun.objects.filter(
                     pk=pipeline_run_id, status=PipelineRun.Status.RUNNING).exists():
                 ended.set()
@@ -79,19 +133,38 @@ def _work_here(pipeline_run_id: int, name: str, stop: threading.Event, ended: th
         connection.close()
 
 
+_FAILED = object()  # a slice that raised (_slice_here)
+
+
+def _slice_here(pipeline_run_id: int, owner: str, failures: HereFailures, **options) -> object:
+    """`work`'s answer for one slice worked here, or _FAILED when it raised: the failure counted (`failures`), this
+    thread's connections renewed. The units a failed slice held go back to the queue when their leases run out
+    (the wait reconciles)."""
+    try:
+        return work(pipeline_run_id=pipeline_run_id, owner=owner, **options)
+    except Exception as exc:  # noqa: BLE001  (said on the wait's report when every worker here stopped on it)
+        tries = failures.failed(owner, f"{type(exc).__name__}: {str(exc).strip()}")
+        log.warning("%s, working run %s, failed (%d of %d tries): %s", owner, pipeline_run_id, tries, WORK_TRIES,
+                    exc, exc_info=tries == 1)
+        connections_renew()
+        return _FAILED
+
+
 def run_wait(*, pipeline_run: PipelineRun, stream, stall_seconds: float = 600, work_here: int = 0,
              poll_seconds: float = 1.0) -> Waited:
     """Wait until the run ends or stalls, printing its progress when it changes. One worker here works in this
     thread between looks at the progress (it sees this connection's transaction); more work in threads."""
     stop, ended = threading.Event(), threading.Event()
     listener = RunEndListener(pipeline_run.pk, ended)
-    threads = [threading.Thread(target=_work_here, args=(pipeline_run.pk, str(n), stop, ended), daemon=True)
-               for n in range(work_here if work_here > 1 else 0)]
+    count = work_here if work_here > 1 else 0
+    failures = HereFailures(threads=count or (1 if work_here == 1 else 0))  # one works here inline
+    threads = [threading.Thread(target=_work_here, args=(pipeline_run.pk, str(n), stop, ended, failures),
+                                daemon=True) for n in range(count)]
     for thread in threads:
         thread.start()
     try:
         waited = _watch(pipeline_run, stream, stall_seconds, poll_seconds, inline=work_here == 1, ended=ended,
-                        listener=listener)
+                        listener=listener, failures=failures)
         waited.work_here = work_here
         return waited
     finally:
@@ -102,13 +175,15 @@ def run_wait(*, pipeline_run: PipelineRun, stream, stall_seconds: float = 600, w
 
 
 def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds: float, *,
-           inline: bool, ended: threading.Event, listener: RunEndListener) -> Waited:
+           inline: bool, ended: threading.Event, listener: RunEndListener, failures: HereFailures) -> Waited:
     # The first reconciler pass comes a period in: a run just started or resumed has nothing for it (run_resume
     # queues a dead worker's lapsed units itself), and at the start it took the GIL from the threads' first calls.
     shown, last_settled, settled_at, reconciled_at = "", -1, time.monotonic(), time.monotonic()
     while True:
-        again = work(pipeline_run_id=pipeline_run.pk, owner="command-line", slice_seconds=poll_seconds) \
+        again = _slice_here(pipeline_run.pk, "command-line", failures, slice_seconds=poll_seconds) \
             if inline else None
+        if again is _FAILED:
+            again = failures.pause("command-line")  # the next try after a pause (at most a look's)
         if time.monotonic() - reconciled_at >= settings.ENGINE_RECONCILE_SECONDS:
             reconcile_now()
             reconciled_at = time.monotonic()
@@ -120,9 +195,12 @@ def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds
             shown = line
         if pipeline_run.is_finished:
             return Waited(pipeline_run)
+        if failures.all_stopped():
+            return _stopped(pipeline_run, failures)
         settled = counts[Status.DONE] + counts[Status.FAILED]
         if settled != last_settled:
             last_settled, settled_at = settled, time.monotonic()
+            failures.progressed()
         elif time.monotonic() - settled_at > stall_seconds:
             return Waited(pipeline_run, stalled=True)
         if counts[Status.RUNNING]:
@@ -130,6 +208,17 @@ def _watch(pipeline_run: PipelineRun, stream, stall_seconds: float, poll_seconds
         if (not inline or again) and _pause(pipeline_run, counts, min(poll_seconds, again or poll_seconds), ended,
                                             hearing=listener.hearing):
             ended.clear()  # a thread saw the run end, or its end was heard: one more look, now
+
+
+def _stopped(pipeline_run: PipelineRun, failures: HereFailures) -> Waited:
+    """Every thread working the run here stopped on an error: said on the run's errors too (its page), where the
+    database takes it."""
+    who = f"the {failures.threads} threads working it here" if failures.threads > 1 else "working it here"
+    words = f"{who} stopped after {WORK_TRIES} failed tries with no unit settled meanwhile; the last error: " \
+            f"{failures.last_error}"
+    with contextlib.suppress(Exception):  # the error may be the database's own
+        run_error(pipeline_run_id=pipeline_run.pk, error=words)
+    return Waited(pipeline_run, stopped_on=words)
 
 
 def _pause(pipeline_run: PipelineRun, counts, seconds: float, ended: threading.Event, *, hearing: bool) -> bool:
@@ -161,7 +250,9 @@ def wait_report(*, waited: Waited, stream, resume_here: int | None = None) -> in
     the run (worked here with `resume_here` threads, by default as this wait was)."""
     pipeline_run = waited.pipeline_run
     lines = units_not_done_lines(pipeline_run)
-    if waited.stalled:
+    if waited.stopped_on:
+        stream.write(f"{pipeline_run} stopped: {waited.stopped_on}. Units not done:")
+    elif waited.stalled:
         queue = stage_work(pipeline_run.stage).queue
         stream.write(f"{pipeline_run} stalled: no unit finished for a while; it goes on in the background "
                      f"(is a worker running? {worker_command(queue)}). Units not done:")
@@ -169,7 +260,7 @@ def wait_report(*, waited: Waited, stream, resume_here: int | None = None) -> in
         stream.write(f"{pipeline_run} ended with {len(lines)} units not done:")
     for line in lines:
         stream.write(line)
-    if not (lines or waited.stalled):
+    if not (lines or waited.stalled or waited.stopped_on):
         return 0
     here = waited.work_here if resume_here is None else resume_here
     stream.write(resume_words(pipeline_run=pipeline_run, work_here=here))
