@@ -29,15 +29,15 @@ def _looks_watched(monkeypatch) -> threading.Event:
     return looked
 
 
-def _wait_in_a_thread(pipeline_run) -> tuple[threading.Thread, list]:
-    """The command line's wait (two threads working here, an hour between looks) on a thread of its own, started;
-    the list gets what it returns."""
+def _wait_in_a_thread(pipeline_run, poll_seconds: float = 3600) -> tuple[threading.Thread, list]:
+    """The command line's wait (two threads working here, by default an hour between looks) on a thread of its own,
+    started; the list gets what it returns."""
     waited = []
 
     def wait() -> None:
         try:
             waited.append(engine_wait.run_wait(pipeline_run=pipeline_run, stream=io.StringIO(), work_here=2,
-                                               poll_seconds=3600))
+                                               poll_seconds=poll_seconds))
         finally:
             connection.close()
 
@@ -189,11 +189,7 @@ def test_a_wait_whose_threads_all_fail_ends_saying_why_not_at_the_stall(monkeypa
 
     settings.ENGINE_RECONCILE_SECONDS = 1  # the lapsed leases go back to the queue at once
     pipeline_run = _run_whose_bookkeeping_fails(monkeypatch, "record-fails", fails=lambda: True)
-    waited = []
-    waiter = threading.Thread(target=lambda: (waited.append(engine_wait.run_wait(
-        pipeline_run=pipeline_run, stream=io.StringIO(), work_here=2, poll_seconds=0.2)), connection.close()),
-        daemon=True)
-    waiter.start()
+    waiter, waited = _wait_in_a_thread(pipeline_run, poll_seconds=0.2)
     waiter.join(timeout=90)  # the stall is 600 s: a wait that waits it out is still waiting here
     assert waited, "the wait did not end"
     assert "inconsistent types deduced for parameter $1" in waited[0].stopped_on
@@ -215,11 +211,7 @@ def test_a_thread_whose_record_failed_once_goes_on_and_the_run_ends_done(monkeyp
         return len(failures) <= 2  # the first two records fail: before, each killed the thread it met, both threads
 
     pipeline_run = _run_whose_bookkeeping_fails(monkeypatch, "record-fails-once", fails=fails, tries=4)
-    waited = []
-    waiter = threading.Thread(target=lambda: (waited.append(engine_wait.run_wait(
-        pipeline_run=pipeline_run, stream=io.StringIO(), work_here=2, poll_seconds=0.2)), connection.close()),
-        daemon=True)
-    waiter.start()
+    waiter, waited = _wait_in_a_thread(pipeline_run, poll_seconds=0.2)
     waiter.join(timeout=90)
     assert waited, "the wait did not end"
     assert not waited[0].stopped_on
@@ -228,8 +220,8 @@ def test_a_thread_whose_record_failed_once_goes_on_and_the_run_ends_done(monkeyp
 
 
 def test_a_wait_working_inline_whose_records_fail_ends_saying_why(monkeypatch, settings):
-    """`--workers 1` works the run in the waiting thread itself: its failures end the wait the same way, not with
-    a traceback that leaves the run running."""
+    """`--workers 1` works the run in the waiting thread itself: its failures end the wait the same way, where they
+    ended the command with a traceback."""
     settings.ENGINE_RECONCILE_SECONDS = 1
     pipeline_run = _run_whose_bookkeeping_fails(monkeypatch, "record-fails-inline", fails=lambda: True)
     waited = engine_wait.run_wait(pipeline_run=pipeline_run, stream=io.StringIO(), work_here=1, poll_seconds=0.2)
