@@ -22,7 +22,7 @@ from taskgen.engine.runs import run_error
 from taskgen.engine.send import reconcile_now
 from taskgen.engine.stage_table import stage_work
 from taskgen.engine.units import Status, unit_counts, units_not_done
-from taskgen.engine.worker import work
+from taskgen.engine.worker import backoff_seconds, work
 from taskgen.models import PipelineRun
 
 BAR = 30
@@ -32,8 +32,9 @@ BAR = 30
 TAIL_SECONDS = 0.1  # a primary-key read: 0.3 ms of CPU, 3 ms a second
 IDLE_SECONDS = 1.0  # a working thread with no unit due looks again after this long
 # A working thread whose slice raised (the database restarted under it, or refused the engine's own bookkeeping)
-# tries again after 1, 2, 4 s on new connections; after this many failures with no unit settled meanwhile it stops,
-# and when every thread has stopped the wait ends saying why, instead of waiting out the stall with nothing in flight.
+# tries again on new connections after the engine's backoff (backoff_seconds: 1-2, 2-4, 4-8 s); after this many
+# failures with no unit settled meanwhile it stops, and when every thread has stopped the wait ends saying why,
+# instead of waiting out the stall with nothing in flight.
 WORK_TRIES = 4
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,8 @@ class HereFailures:
         return name in self.stopped
 
     def pause(self, name: str) -> float:
-        """Seconds before this worker's next try: 1, 2, 4... with its failed tries."""
-        return 2.0 ** (self.tries.get(name, 1) - 1)
+        """Seconds before this worker's next try: the engine's backoff after a failed try (1-2 s, 2-4 s, 4-8 s...)."""
+        return backoff_seconds(self.tries.get(name, 1))
 
     def progressed(self) -> None:
         with self.lock:
@@ -115,14 +116,15 @@ def _work_here(pipeline_run_id: int, name: str, stop: threading.Event, ended: th
     the command ends with its last unit rather than at the wait's next look. A slice that raised is tried again
     after a pause (`_slice_here`); a thread that stopped on its failures wakes the wait, which ends saying why once
     every thread has stopped."""
+    owner = f"command-line:{name}"
     try:
         while not stop.is_set():
-            again = _slice_here(pipeline_run_id, f"command-line:{name}", failures)
+            again = _slice_here(pipeline_run_id, owner, failures)
             if again is _FAILED:
-                if failures.has_stopped(f"command-line:{name}"):
+                if failures.has_stopped(owner):
                     ended.set()  # the wait looks now
                     return
-                stop.wait(failures.pause(f"command-line:{name}"))
+                stop.wait(failures.pause(owner))
                 continue
             if again is None and not PipelineRun.objects.filter(
                     pk=pipeline_run_id, status=PipelineRun.Status.RUNNING).exists():
