@@ -50,3 +50,14 @@ def test_the_last_answer_is_stamped_when_it_is_sent_not_when_the_server_thread_g
         assert _window(fake.base_url)["last"] <= read
     finally:
         fake.stop()
+
+
+def test_a_call_is_in_the_window_as_soon_as_its_answer_is_out_even_when_the_server_thread_is_held_up():
+    fake = _SlowToReturn().start()  # its thread returns 0.2 s after the answer went out
+    try:
+        _post(fake.base_url)
+        window = _window(fake.base_url)  # read at once, while the server thread is still held up
+        assert window["calls"] == 1
+        assert window["last"] is not None
+    finally:
+        fake.stop()

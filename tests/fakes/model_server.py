@@ -75,19 +75,24 @@ class FakeModelServer:
             # ACK of the headers, 40 ms added to every answer (real front ends send without that wait).
             disable_nagle_algorithm = True
 
-            # When this POST's answer began to go out (stamped by _send and _trickle before they write): the window's
-            # last answer. Stamped after the handler returned, a loaded machine's scheduler could put it after the
-            # client had read the answer and its clock.
-            answered: float | None = None
+            # A POST joins the window when its answer begins to go out (_send and _trickle call mark_answered before
+            # they write), not when the handler returns: a loaded machine's scheduler could hold the thread until
+            # after the client had read the answer, its clock, and even the window itself.
+            arrived: float | None = None  # None: a GET, or a POST already in the window
+
+            def mark_answered(self) -> None:
+                if self.arrived is not None:
+                    fake._window_add(self.arrived, time.time())
+                    self.arrived = None
 
             def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
                 fake._count_in_flight(+1)
-                arrived, self.answered = time.time(), None
+                self.arrived = time.time()
                 try:
                     fake._handle(self)
                 finally:
                     fake._count_in_flight(-1)
-                    fake._window_add(arrived, self.answered or time.time())
+                    self.mark_answered()  # a call that never answered (its client gone) ends here
 
             def do_GET(self) -> None:  # noqa: N802
                 if self.path.startswith("/_fake/in-flight"):
@@ -156,7 +161,7 @@ class FakeModelServer:
         """Answer (a payload as JSON, bytes as they are); False when the client had gone (its answer never
         arrived)."""
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        handler.answered = time.time()
+        handler.mark_answered()
         try:
             handler.send_response(status)
             handler.send_header("Content-Type", content_type)
@@ -182,7 +187,7 @@ class FakeModelServer:
             handler.end_headers()
             for at, byte in enumerate(data, 1):
                 if at == len(data):
-                    handler.answered = time.time()  # its last byte: the answer is whole when it arrives
+                    handler.mark_answered()  # its last byte: the answer is whole when it arrives
                 handler.wfile.write(bytes([byte]))
                 handler.wfile.flush()
                 time.sleep(seconds_per_byte)
