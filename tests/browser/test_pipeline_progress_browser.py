@@ -93,3 +93,14 @@ def test_the_errors_come_with_the_failed_count_while_the_page_is_watched(admin_p
     errors = admin_page.locator(f"#errors-{pr.pk}").inner_text()
     assert "No errors." not in errors and "the harness mini exited with code 3" in errors
     assert "&lt;b&gt;" not in errors and "episode 29: <b>error</b> line" in errors  # escaped, shown as text
+
+
+def test_the_progress_cell_holds_its_status_bar_and_counts_on_the_pipeline_list(admin_page, live_server):
+    """Seen on the pipeline list of `make demo`: each run's progress box was 8 px high with a grey track behind it
+    (a leftover rule for an older bar), so its status pill, bar and counts spilled over its edges."""
+    pr = PipelineRun.objects.create(stage="export", status="done", total=31, done=31)
+    admin_page.goto(f"{live_server.url}/pipeline/")
+    box = admin_page.locator(f"#progress-{pr.pk}").bounding_box()
+    for part in (".pill", "progress", ".counts"):
+        inner = admin_page.locator(f"#progress-{pr.pk} {part}").bounding_box()
+        assert box["y"] <= inner["y"] and inner["y"] + inner["height"] <= box["y"] + box["height"] + 0.5, part
