@@ -14,6 +14,7 @@ from taskgen.blobs import blob_path
 from taskgen.engine.worker import work
 from taskgen.models import Export, JudgeConfig, Judgment, PipelineRun, Screenshot, WorkUnit
 from taskgen.providers.rules import VERSION as RULES_VERSION
+from taskgen.stages.export.select import manifest_left_out_words
 from taskgen.stages.export.service import export_create
 from tests.factories import EpisodeFactory, RunFactory, UserFactory
 from tests.runfiles import load_run_dir, write_run_dir
@@ -412,3 +413,19 @@ def test_validate_runs_in_the_background_and_keeps_its_report(admin_client_role,
     assert pr.status == "done" and pr.result["precision"] == 0.9 and pr.params["runs"] == [run.pk]
     page = admin_client_role.get(pr.get_absolute_url()).content.decode()  # the result summary says it
     assert "<th>precision</th><td>0.9</td>" in page and "<th>false positives</th><td>1 item</td>" in page
+
+
+@pytest.mark.django_db
+def test_an_export_page_says_what_chose_its_episodes_and_what_it_left_out(reviewer_client, hand_run):
+    """Seen on a download export of `make demo`: its page's Parameters table held only an empty `out_dir`; the
+    judge config, the budget, what was included or left out by choice were only in the manifest's JSON, and the
+    sentence saying what was left out, and why, only in the message shown once after it was made."""
+    config = JudgeConfig.objects.get()
+    export = export_create(run=hand_run, source="judge", judge_config=config, budget=1000,
+                           exclude_risk=("verifier_disagrees",))
+    page = reviewer_client.get(export.get_absolute_url()).content.decode()
+    chose = page.split("<h2>What chose these episodes</h2>", 1)[1].split("</table>", 1)[0]
+    for shown in (hand_run.name, config.key, "1000", "verifier_disagrees"):
+        assert shown in chose, shown
+    assert "<th>out_dir</th>" not in page  # where it was written is said at the top, when it was written anywhere
+    assert manifest_left_out_words(export.manifest) in page

@@ -12,13 +12,14 @@ from review import selectors
 from review.views.certify import ERRORS as CERTIFY_ERRORS
 from review.views.certify import certificate_for, certify_choices
 from taskgen.labels.backup import labels_export_lines
-from taskgen.models import PipelineRun
+from taskgen.models import Export, PipelineRun
 from taskgen.roles import Role, require_role
 from taskgen.stages.begin import labels_restore_begin
 from taskgen.stages.export.output import export_missing_files, export_stream_targz
-from taskgen.stages.export.select import manifest_bytes
+from taskgen.stages.export.select import manifest_bytes, manifest_left_out_words
 from taskgen.stages.labels.work import labels_restore_refusals
 from taskgen.triage.filters import filter_form_choices
+from taskgen.triage.risk import RISK_WORDS
 
 
 @require_GET
@@ -40,8 +41,32 @@ def export_list(request: HttpRequest) -> HttpResponse:
 def export_detail(request: HttpRequest, pk: int) -> HttpResponse:
     export = get_object_or_404(selectors.exports(), pk=pk)
     episodes = export.manifest.get("episodes", [])
-    return render(request, "review/export_detail.html", {"export": export, "episodes": episodes[:500],
-                                                          "more": max(0, len(episodes) - 500)})
+    return render(request, "review/export_detail.html", {
+        "export": export, "episodes": episodes[:500], "more": max(0, len(episodes) - 500),
+        "chose": export_choices(export.manifest.get("params") or {}),
+        "left_out_words": manifest_left_out_words(export.manifest)})
+
+
+def _included(value: object) -> str:
+    return "included" if value else "left out"
+
+
+def export_choices(params: dict) -> list[tuple[str, str]]:
+    """What chose an export's episodes, from its manifest's parameters, in the export form's words (a manifest
+    written before a parameter existed shows the parameters it has)."""
+    words = {
+        "run": ("Run", lambda v: str(v)),
+        "source": ("Source", lambda v: str(Export.Selection(v).label) if v in Export.Selection.values else str(v)),
+        "judge_config": ("Judge config (whose verdicts count)", lambda v: str(v) if v else "none: human labels"),
+        "budget": ("Budget", lambda v: f"{v} steps"),
+        "include_reviewer_rejected": ("Judge successes reviewers labelled Not success", _included),
+        "include_verifier_failed": ("Episodes the verifier failed", _included),
+        "exclude_risk": ("Left out: episodes holding", lambda v: "; ".join(
+            f"{RISK_WORDS.get(name, name)} ({name})" for name in v) or "no risk left out"),
+        "order_from": ("Order", lambda v: "sites round robin, each site's tasks in "
+                       + ("the tasks file's order" if v == "tasks file" else "the order the episodes recorded")),
+    }
+    return [(label, shown(params[key])) for key, (label, shown) in words.items() if key in params]
 
 
 @require_GET
