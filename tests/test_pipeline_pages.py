@@ -146,6 +146,17 @@ def test_the_empty_runs_page_says_what_to_do(admin_client_role):
 
 
 @pytest.mark.django_db
+def test_the_runs_page_says_who_started_each_run_and_names_the_command_line(admin_client_role):
+    """Seen on `make demo`'s pipeline list: runs its set-up started showed "—" under Started by, where their own page
+    says "the command line"."""
+    PipelineRun.objects.create(stage="export", status="done", total=1, done=1)
+    PipelineRun.objects.create(stage="export", status="done", total=1, done=1, started_by=admin_client_role.user)
+    page = admin_client_role.get(reverse("review:pipeline_list")).content.decode()
+    started_by = re.findall(r"<td>([^<]*)</td><td>\d{4}-\d\d-\d\d \d\d:\d\d</td>", page)  # the cell before When
+    assert started_by == [admin_client_role.user.get_username(), "the command line"], started_by
+
+
+@pytest.mark.django_db
 def test_admin_makes_a_download_export_and_gets_the_same_files(admin_client_role, hand_run, settings):
     response = admin_client_role.post(reverse("review:pipeline_start", args=["export"]), export_post(hand_run))
     export = Export.objects.get()
