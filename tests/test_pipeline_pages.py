@@ -440,3 +440,6 @@ def test_an_export_page_says_what_chose_its_episodes_and_what_it_left_out(review
         assert shown in chose, shown
     assert "<th>out_dir</th>" not in page  # where it was written is said at the top, when it was written anywhere
     assert manifest_left_out_words(export.manifest) in page
+    # the same sentence from the stored manifest: PostgreSQL's jsonb keeps its keys in an order of its own
+    assert manifest_left_out_words(Export.objects.get(pk=export.pk).manifest) == manifest_left_out_words(
+        export.manifest)

@@ -109,7 +109,9 @@ def left_out_words(*, source: str, exported: int, left_out: dict[str, int]) -> s
     head = f"{exported + sum(left_out.values())} {CONSIDERED_WORDS[source]}: {exported} exported"
     if not left_out:
         return head + ", none left out."
-    return f"{head}; left out: " + ", ".join(f"{n} ({LEFT_OUT_WHY[why]})" for why, n in left_out.items()) + "."
+    # in LEFT_OUT_WHY's order, whatever the dict's: a stored manifest's comes back from jsonb in an order of its own
+    reasons = [f"{left_out[why]} ({words})" for why, words in LEFT_OUT_WHY.items() if left_out.get(why)]
+    return f"{head}; left out: " + ", ".join(reasons) + "."
 
 
 def manifest_left_out_words(manifest: dict) -> str:
