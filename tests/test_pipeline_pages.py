@@ -14,7 +14,7 @@ from taskgen.blobs import blob_path
 from taskgen.engine.worker import work
 from taskgen.models import Export, JudgeConfig, Judgment, PipelineRun, Screenshot, WorkUnit
 from taskgen.providers.rules import VERSION as RULES_VERSION
-from taskgen.stages.export.select import manifest_left_out_words
+from taskgen.stages.export.select import REPORT_KEYS, manifest_left_out_words
 from taskgen.stages.export.service import export_create
 from tests.factories import EpisodeFactory, RunFactory, UserFactory
 from tests.runfiles import load_run_dir, write_run_dir
@@ -440,6 +440,8 @@ def test_an_export_page_says_what_chose_its_episodes_and_what_it_left_out(review
         assert shown in chose, shown
     assert "<th>out_dir</th>" not in page  # where it was written is said at the top, when it was written anywhere
     assert manifest_left_out_words(export.manifest) in page
+    report = page.split("<h2>Report</h2>", 1)[1].split("</table>", 1)[0]
+    assert re.findall(r"<th>(\w+)</th>", report) == list(REPORT_KEYS)  # the reference's order, not jsonb's
     # the same sentence from the stored manifest: PostgreSQL's jsonb keeps its keys in an order of its own
     assert manifest_left_out_words(Export.objects.get(pk=export.pk).manifest) == manifest_left_out_words(
         export.manifest)

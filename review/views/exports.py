@@ -16,7 +16,7 @@ from taskgen.models import Export, PipelineRun
 from taskgen.roles import Role, require_role
 from taskgen.stages.begin import labels_restore_begin
 from taskgen.stages.export.output import export_missing_files, export_stream_targz
-from taskgen.stages.export.select import manifest_bytes, manifest_left_out_words
+from taskgen.stages.export.select import manifest_bytes, manifest_left_out_words, report_ordered
 from taskgen.stages.labels.work import labels_restore_refusals
 from taskgen.triage.filters import filter_form_choices
 from taskgen.triage.risk import RISK_WORDS
@@ -43,7 +43,7 @@ def export_detail(request: HttpRequest, pk: int) -> HttpResponse:
     episodes = export.manifest.get("episodes", [])
     return render(request, "review/export_detail.html", {
         "export": export, "episodes": episodes[:500], "more": max(0, len(episodes) - 500),
-        "chose": export_choices(export.manifest.get("params") or {}),
+        "report": report_ordered(export.report), "chose": export_choices(export.manifest.get("params") or {}),
         "left_out_words": manifest_left_out_words(export.manifest)})
 
 

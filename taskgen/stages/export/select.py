@@ -369,8 +369,12 @@ def certificate_bytes(manifest: dict) -> bytes | None:
 REPORT_KEYS = ("run", "candidates", "selected_trajectories", "selected_rows", "budget", "short_by", "sites")
 
 
+def report_ordered(report: dict) -> dict:
+    """A report's keys put back in the reference's order: PostgreSQL's jsonb, where Export.report is kept, does not
+    keep key order."""
+    return {key: report[key] for key in REPORT_KEYS if key in report}
+
+
 def report_bytes(report: dict) -> bytes:
-    """_report.json byte for byte as the reference writes it (keys put back in its order: PostgreSQL's jsonb, where
-    Export.report is kept, does not keep key order)."""
-    ordered = {key: report[key] for key in REPORT_KEYS if key in report}
-    return json.dumps(ordered, indent=1).encode("utf-8")
+    """_report.json byte for byte as the reference writes it."""
+    return json.dumps(report_ordered(report), indent=1).encode("utf-8")
