@@ -184,7 +184,12 @@ def _rows(logs: Path, rounds: list[str]) -> list[tuple[str, list[tuple[str, list
 
 def targets_met(logs: Path, rounds: list[str]) -> dict[str, dict[str, bool | None]]:
     """Each round's verdict on each target (TARGETS), from the figure its table shows: met, missed, None when blank."""
-    figures = {label: cells for _, rows in _rows(logs, rounds) for label, cells in rows}
+    return _verdicts(_rows(logs, rounds), rounds)
+
+
+def _verdicts(tables: list[tuple[str, list[tuple[str, list[str]]]]], rounds: list[str]
+              ) -> dict[str, dict[str, bool | None]]:
+    figures = {label: cells for _, rows in tables for label, cells in rows}
     verdicts: dict[str, dict[str, bool | None]] = {r: {} for r in rounds}
     for target in TARGETS:
         cells = next(cells for label, cells in figures.items() if label.startswith(target.row))
@@ -216,8 +221,9 @@ def _verdict_lines(verdicts: dict[str, dict[str, bool | None]]) -> list[str]:
 def rounds_tables(logs: Path, rounds: list[str]) -> str:
     """The three tables (the judge, the pages at 1M episodes, import, export and the seed) for these rounds, each with
     its targets, and under them which targets each round met."""
-    tables = [_table(title, rows, rounds) for title, rows in _rows(logs, rounds)]
-    return "\n\n".join([*tables, "Issue 26's targets:\n" + "\n".join(_verdict_lines(targets_met(logs, rounds)))])
+    read = _rows(logs, rounds)  # the logs read once: the tables and the verdicts show the same figures
+    tables = [_table(title, rows, rounds) for title, rows in read]
+    return "\n\n".join([*tables, "Issue 26's targets:\n" + "\n".join(_verdict_lines(_verdicts(read, rounds)))])
 
 
 def rounds_logged(logs: Path) -> list[str]:

@@ -55,7 +55,7 @@ def export_choices(params: dict) -> list[tuple[str, str]]:
     """What chose an export's episodes, from its manifest's parameters, in the export form's words (a manifest
     written before a parameter existed shows the parameters it has)."""
     words = {
-        "run": ("Run", lambda v: str(v)),
+        "run": ("Run", str),
         "source": ("Source", lambda v: str(Export.Selection(v).label) if v in Export.Selection.values else str(v)),
         "judge_config": ("Judge config (whose verdicts count)", lambda v: str(v) if v else "none: human labels"),
         "budget": ("Budget", lambda v: f"{v} steps"),
