@@ -3,13 +3,15 @@ shows the certificate; Validate and Exports show the panel; the export form's "c
 below the target. Every page needs a login and its role; every POST its CSRF token."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from django.urls import reverse
 
 from review.models import Queue
 from taskgen.models import Episode, Export, Label
-from tests.certify_helpers import judged_run
+from tests.certify_helpers import judged_run, label_as_truth
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -86,3 +88,21 @@ def test_the_export_forms_certified_at_least_refuses_to_write_below_the_target(a
     response = admin_client_role.post(reverse("review:pipeline_start", args=["export"]), form)
     assert response.status_code == 400 and "not certified" in response.content.decode()
     assert "more label" in response.content.decode() and not Export.objects.exists()
+
+
+def _strata_cells(client, run) -> list[list[str]]:
+    """The certificate panel's strata table, a list of cells (after the stratum's name) a row."""
+    body = client.get(reverse("review:certificate_panel") + f"?run={run.name}").content.decode()
+    rows = re.findall(r'<tr><td>[^<]*</td>(?:<td class="num">.*?</td>){5}</tr>', body)
+    return [re.findall(r'<td class="num">(.*?)</td>', row) for row in rows]
+
+
+def test_a_stratum_with_no_label_yet_shows_no_probability_of_a_label(viewer_client):
+    """n_h / N_h is 0 in a stratum nobody has labelled yet: the table says "—" there, not "0.0" (which read as a
+    design that would never label it); once labelled, a stratum shows its probability."""
+    run, config, truth = judged_run(episodes=12, risky=3)
+    cells = _strata_cells(viewer_client, run)
+    assert cells and all(row[1] == "0" for row in cells)  # nothing labelled yet
+    assert [row[3] for row in cells] == ["—"] * len(cells)
+    label_as_truth(truth, truth)  # every episode: each stratum a census
+    assert [row[3] for row in _strata_cells(viewer_client, run)] == ["1.0"] * len(cells)
