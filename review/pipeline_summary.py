@@ -95,6 +95,13 @@ def _link(name: str, value: object) -> str:
         return ""
 
 
+def parameter_rows(params: dict | None) -> list[tuple[str, object]]:
+    """A run's parameters as (name, value) rows in name order, as its result reads (jsonb keeps no order), without
+    the form's own values it was started with."""
+    return [(name.replace("_", " "), value) for name, value in sorted((params or {}).items())
+            if name != "started_with"]
+
+
 def result_rows(result: dict | None) -> list[SummaryRow]:
     """The result summary of a finished run as name/value rows, with links to what it made (an export, a run), in
     name order: PostgreSQL's jsonb does not keep a dict's order, and the page must read the same on any database."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import template
 
-from review.pipeline_summary import SummaryRow, result_rows, run_duration
+from review.pipeline_summary import SummaryRow, parameter_rows, result_rows, run_duration
 from taskgen.engine.stage_table import stage_found
 from taskgen.models import PipelineRun
 
@@ -22,6 +22,11 @@ def nothing_to_do(pr: PipelineRun) -> str:
     Read from the stage, not the run's result, so the runs list needs no extra query per row."""
     work = stage_found(pr.stage) if pr.status == PipelineRun.Status.DONE and not pr.total else None
     return work.nothing_to_do if work else ""
+
+
+@register.filter
+def parameters(pr: PipelineRun) -> list[tuple[str, object]]:
+    return parameter_rows(pr.params)
 
 
 @register.filter
