@@ -82,6 +82,23 @@ def test_a_batch_is_recorded_and_counted_in_one_statement_on_postgresql(django_a
                                                                                                   None)
 
 
+def test_a_batch_is_recorded_under_server_side_binding_too(monkeypatch):
+    """With PostgreSQL's OPTIONS {"server_side_binding": True} psycopg sends parameters apart from the statement and
+    PostgreSQL deduces each one's type once: the status parameter, compared to a varchar and written into one, must
+    say its type or the batch fails ("inconsistent types deduced for parameter")."""
+    if connection.vendor != "postgresql":
+        pytest.skip("server-side binding is PostgreSQL's")
+    from django.db.backends.postgresql.base import ServerBindingCursor
+
+    pipeline_run, (unit,) = _running_run(Status.RUNNING)
+    connection.ensure_connection()
+    monkeypatch.setattr(connection.connection, "cursor_factory", ServerBindingCursor)
+    assert runs.run_batch_record(pipeline_run_id=pipeline_run.pk, results={unit.pk: {"verdict": "SUCCESS"}}, failed=1)
+    pipeline_run.refresh_from_db()
+    assert (pipeline_run.done, pipeline_run.failed, WorkUnit.objects.get(pk=unit.pk).result) == (
+        1, 1, {"verdict": "SUCCESS"})
+
+
 def test_a_unit_recorded_twice_is_counted_once_and_keeps_its_first_finish_and_the_later_result():
     pipeline_run, (first, second) = _running_run(Status.RUNNING, Status.RUNNING)
     runs.run_batch_record(pipeline_run_id=pipeline_run.pk, results={first.pk: {"try": 1}, second.pk: None}, failed=0)

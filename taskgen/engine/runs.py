@@ -41,8 +41,8 @@ def run_count(*, pipeline_run_id: int, done: int, failed: int) -> bool:
 
 RECORD_SQL = """
 WITH recorded AS (
-    UPDATE {unit} SET status = %(done)s, lease_owner = '', lease_until = NULL, last_error = '',
-        finished_at = CASE WHEN status = %(done)s THEN finished_at ELSE %(now)s END,
+    UPDATE {unit} SET status = %(done)s::varchar, lease_owner = '', lease_until = NULL, last_error = '',
+        finished_at = CASE WHEN status = %(done)s::varchar THEN finished_at ELSE %(now)s END,
         result = COALESCE(%(results)s::jsonb -> id::text, result)
     WHERE id = ANY(%(ids)s)
     RETURNING finished_at = %(now)s AS newly)
