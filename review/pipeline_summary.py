@@ -1,6 +1,7 @@
 """What the runs pages say about a pipeline run: how long it took, in words, and its result summary as rows."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from django.urls import NoReverseMatch, reverse
@@ -95,11 +96,19 @@ def _link(name: str, value: object) -> str:
         return ""
 
 
-def parameter_rows(params: dict | None) -> list[tuple[str, object]]:
-    """A run's parameters as (name, value) rows in name order, as its result reads (jsonb keeps no order), without
-    the form's own values it was started with."""
-    return [(name.replace("_", " "), value) for name, value in sorted((params or {}).items())
-            if name != "started_with"]
+def parameter_rows(params: dict | None) -> list[SummaryRow]:
+    """A run's parameters as rows in name order, as its result reads (jsonb keeps no order), each value as the result
+    shows one (yes/no, "—" for none; a nested record as its JSON), without the form's own values it was started
+    with."""
+    return [SummaryRow(name=name.replace("_", " "), value=_parameter_value(value))
+            for name, value in sorted((params or {}).items()) if name != "started_with"]
+
+
+def _parameter_value(value: object) -> str:
+    if value is None:
+        return _scalar(value)
+    shown = _shown(value)
+    return json.dumps(value, ensure_ascii=False) if shown is None else shown
 
 
 def result_rows(result: dict | None) -> list[SummaryRow]:

@@ -450,9 +450,13 @@ def test_an_export_page_says_what_chose_its_episodes_and_what_it_left_out(review
 @pytest.mark.django_db
 def test_a_pipeline_runs_parameters_read_in_the_same_order_on_any_database(admin_client_role):
     """Seen on PostgreSQL: a run's Parameters table came in jsonb's key order (shortest key first), on SQLite in the
-    order written; it reads in name order on both, as its Result table does, and leaves out the form's own values."""
-    params = {"run": "r1", "workers": 4, "judge_config": "gemini", "budget": 1000, "started_with": {"x": 1}}
+    order written; it reads in name order on both, as its Result table does, its values as the Result shows them
+    (not Python's False, None), and leaves out the form's own values."""
+    params = {"run": "r1", "workers": 4, "judge_config": "gemini", "batch": False, "limit": None,
+              "agent_options": {"model": "m"}, "started_with": {"x": 1}}
     pipeline_run = PipelineRun.objects.create(stage="judge", status="done", total=1, done=1, params=params)
     page = admin_client_role.get(reverse("review:pipeline_detail", args=[pipeline_run.pk])).content.decode()
     table = page.split("<h2>Parameters</h2>")[1].split("</table>")[0]
-    assert re.findall(r"<th>([^<]*)</th>", table) == ["budget", "judge config", "run", "workers"]
+    rows = re.findall(r"<tr><th>([^<]*)</th><td><code>([^<]*)</code></td></tr>", table)
+    assert rows == [("agent options", "model m"), ("batch", "no"), ("judge config", "gemini"), ("limit", "—"),
+                    ("run", "r1"), ("workers", "4")]

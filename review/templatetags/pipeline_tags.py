@@ -25,7 +25,7 @@ def nothing_to_do(pr: PipelineRun) -> str:
 
 
 @register.filter
-def parameters(pr: PipelineRun) -> list[tuple[str, object]]:
+def parameters(pr: PipelineRun) -> list[SummaryRow]:
     return parameter_rows(pr.params)
 
 
