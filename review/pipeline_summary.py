@@ -1,4 +1,5 @@
-"""What the runs pages say about a pipeline run: how long it took, in words, and its result summary as rows."""
+"""What the runs pages say about a pipeline run: how long it took, in words, and its parameters and result summary as
+rows."""
 from __future__ import annotations
 
 import json
@@ -98,8 +99,8 @@ def _link(name: str, value: object) -> str:
 
 def parameter_rows(params: dict | None) -> list[SummaryRow]:
     """A run's parameters as rows in name order, as its result reads (jsonb keeps no order), each value as the result
-    shows one (yes/no, "—" for none; a nested record as its JSON), without the form's own values it was started
-    with."""
+    shows one (yes/no, "—" for none, a flat record as "name value" pairs) or else as its JSON, without the form's own
+    values it was started with."""
     return [SummaryRow(name=name.replace("_", " "), value=_parameter_value(value))
             for name, value in sorted((params or {}).items()) if name != "started_with"]
 
