@@ -102,7 +102,7 @@ def parameter_rows(params: dict | None) -> list[SummaryRow]:
     shows one (yes/no, "—" for none, a flat record as "name value" pairs) or else as its JSON, without the form's own
     values it was started with."""
     return [SummaryRow(name=name.replace("_", " "), value=_parameter_value(value))
-            for name, value in sorted((params or {}).items()) if name != "started_with"]
+            for name, value in sorted((params or {}).items()) if name not in HIDDEN_KEYS]
 
 
 def _parameter_value(value: object) -> str:
