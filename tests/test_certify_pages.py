@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from review.models import Queue
-from taskgen.models import Episode, Export, Label
+from taskgen.models import Episode, Export, Label, PipelineRun
 from tests.certify_helpers import judged_run, label_as_truth
 from tests.factories import UserFactory
 
@@ -106,3 +106,18 @@ def test_a_stratum_with_no_label_yet_shows_no_probability_of_a_label(viewer_clie
     assert [row[3] for row in cells] == ["—"] * len(cells)
     label_as_truth(truth, truth)  # every episode: each stratum a census
     assert [row[3] for row in _strata_cells(viewer_client, run)] == ["1.0"] * len(cells)
+
+
+def test_big_counts_read_with_thousands_separators(viewer_client, admin_client_role):
+    """A researcher reads "27,644", not "27644": the certificate's budget and a pipeline run's progress counts are
+    grouped by thousands (the attributes a script or a link reads keep the bare number)."""
+    run, _config, _ = judged_run(episodes=12, risky=3)
+    panel = viewer_client.get(reverse("review:certificate_panel") + f"?run={run.name}")  # the default budget
+    body = panel.content.decode()
+    assert panel.context["cert"]["budget"] == 27644
+    assert "of the 27,644 budget" in body and "27644 budget" not in body
+    pr = PipelineRun.objects.create(stage="judge", status="running", total=12500, done=1200, failed=3)
+    progress = admin_client_role.get(reverse("review:pipeline_progress", args=[pr.pk]), HTTP_HX_REQUEST="true")
+    text = progress.content.decode()
+    assert "1,200 done" in text and "3 failed" in text and "of 12,500" in text
+    assert 'max="12500"' in text and 'value="1203"' in text

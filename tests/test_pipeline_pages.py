@@ -112,7 +112,7 @@ def test_the_export_list_never_loads_a_manifest_and_shows_its_figures(reviewer_c
     loaded = [q["sql"] for q in queries if whole.search(q["sql"])]
     assert not loaded, loaded
     report = an_export.report
-    cells = [f'<td class="num">{value}</td>' for value in (
+    cells = [f'<td class="num">{value:,}</td>' for value in (  # grouped by thousands: "1,000"
         an_export.budget, report["selected_trajectories"], report["selected_rows"], report["sites"])]
     assert all(cell in page for cell in cells), cells
 
