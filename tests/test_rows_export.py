@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from taskgen.models import Export, FinalLabel, JudgeConfig, Judgment
+from taskgen.models import Export, FinalLabel, JudgeConfig, Judgment, PipelineRun
 from taskgen.stages.export.output import export_stream_targz
 from taskgen.stages.export.select import ExportError, export_budget_check, export_select, report_sites
 from taskgen.stages.export.service import export_create
@@ -223,6 +223,28 @@ def test_the_rows_command_writes_what_the_reference_writes(hand_run, monkeypatch
     assert (ours / "_report.json").read_bytes() == (tmp_path / "ref" / "_report.json").read_bytes()
     assert sorted(p.name for p in ours.iterdir() if p.is_dir()) == sorted(
         p.name for p in (tmp_path / "ref").iterdir() if p.is_dir())
+    assert Export.objects.get().out_dir == str(ours)
+
+
+@pytest.mark.django_db
+def test_a_run_with_nothing_to_export_writes_the_references_empty_report(monkeypatch, tmp_path, settings, capsys):
+    """Judged successes without a rows folder (Online-Mind2Web's episodes, in the demo): the reference writes the
+    folder and a _report.json of zeros; the command did the same work and then failed on the folder it never made
+    ("not written in full", a resume failing again)."""
+    from django.core.management import call_command
+
+    run_dir, tasks_file = write_run_dir(Path(settings.DATA_ROOT) / "bare", [
+        HandTask("alpha", 1, rows=None), HandTask("beta", 1, rows=None), HandTask("beta", 2, rows=3, judged=False)])
+    load_run_dir(run_dir, tasks_file)
+    reference_rows(monkeypatch, tmp_path, run_dir, tasks_file, tmp_path / "ref", 9)
+    monkeypatch.chdir(settings.DATA_ROOT)
+    call_command("taskgen", "rows", str(run_dir), "--out", "cli-out", "--budget", "9")
+    ours = Path(settings.DATA_ROOT) / "cli-out"
+    assert (ours / "_report.json").read_bytes() == (tmp_path / "ref" / "_report.json").read_bytes()
+    assert json.loads((ours / "_report.json").read_text())["selected_trajectories"] == 0
+    assert "not written in full" not in capsys.readouterr().err
+    pipeline_run = PipelineRun.objects.get(stage="export")
+    assert pipeline_run.status == "done" and pipeline_run.result["nothing_to_do"].startswith("nothing to export")
     assert Export.objects.get().out_dir == str(ours)
 
 

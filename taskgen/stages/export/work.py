@@ -134,6 +134,7 @@ def _finish(pipeline_run: PipelineRun, params: ExportParams, failed: int) -> dic
         raise ExportError(f"{failed} episode(s) could not be written; resume the run to write them (the written "
                           "ones are kept)")
     out = Path(params.out_dir)
+    out.mkdir(parents=True, exist_ok=True)  # no episode to write made no folder: the reference writes its report anyway
     (out / "_report.json").write_bytes(report_bytes(manifest["report"]))
     certificate_write(manifest, out)
     sha = manifest_write(manifest, out / "_manifest.json")
