@@ -4,6 +4,7 @@ below the target. Every page needs a login and its role; every POST its CSRF tok
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -13,6 +14,7 @@ from review.models import Queue
 from taskgen.models import Episode, Export, Label, PipelineRun
 from tests.certify_helpers import judged_run, label_as_truth
 from tests.factories import UserFactory
+from tests.runfiles import HandTask, load_run_dir, write_run_dir
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +123,14 @@ def test_big_counts_read_with_thousands_separators(viewer_client, admin_client_r
     text = progress.content.decode()
     assert "1,200 done" in text and "3 failed" in text and "of 12,500" in text
     assert 'max="12500"' in text and 'value="1203"' in text
+
+
+def test_an_export_with_nothing_to_write_says_why_beside_its_empty_certificate(viewer_client, settings):
+    """The demo's Online-Mind2Web run: 226 judged successes, none with a rows folder. The panel said only "nothing to
+    certify"; it says what the export leaves out and why, as the export's own preview does."""
+    run_dir, tasks_file = write_run_dir(Path(settings.DATA_ROOT) / "bare", [
+        HandTask("alpha", 1, rows=None), HandTask("beta", 1, rows=None), HandTask("beta", 2, rows=3, judged=False)])
+    run = load_run_dir(run_dir, tasks_file)
+    body = viewer_client.get(reverse("review:certificate_panel") + f"?run={run.name}").content.decode()
+    assert "nothing to certify" in body
+    assert "2 judged successes: 0 exported; left out: 2 (it has no rows folder)." in body

@@ -177,7 +177,7 @@ def certificate_of(*, selection: Selection, params: CertifyParams, seed: int, ne
     return {
         "run": selection.run.name, "judge_config": selection.judge_config.key, "source": selection.source,
         "exclude_risk": list(selection.exclude_risk), "budget": selection.budget, "steps": selection.rows,
-        "population": size, "frame": len(design.frame),
+        "population": size, "frame": len(design.frame), "left_out": selection.left_out_words(),
         "labels": sum(c.labelled for c in counts), "labels_not_counted": sum(s.beyond for s in design.strata),
         "estimate": None if estimate is None else round(estimate, 4),
         "lower": None if lower is None else round(lower, 4),
