@@ -10,9 +10,10 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from review.services import label_set
+from review.views.exports import export_choices
 from taskgen.labels.write import final_label_adjudicate
 from taskgen.models import Export, JudgeConfig, VerifierResult
-from taskgen.stages.export.select import ExportError, export_select
+from taskgen.stages.export.select import ExportError, export_select, left_out_words
 from tests.factories import UserFactory
 from tests.runfiles import HandTask, load_run_dir, write_run_dir
 
@@ -174,3 +175,12 @@ def test_a_download_export_from_the_form_leaves_them_out_and_says_so(judged_run,
     assert len(Export.objects.order_by("-pk")[0].manifest["episodes"]) == 5
     refused = admin_client_role.post(start, _form(judged_run, source="human", include_reviewer_rejected="on"))
     assert refused.status_code == 400 and "judge source only" in refused.content.decode()
+
+
+def test_the_sentences_group_big_counts_by_thousands():
+    """The export's sentences (the command's first line, the preview, the export page) read "27,644", as the
+    pages' tables do."""
+    words = left_out_words(source="judge", exported=12000, left_out={"no_rows": 1500, "budget": 3})
+    assert words == ("13,503 judged successes: 12,000 exported; left out: 1,500 (it has no rows folder), 3 (the step "
+                     "budget was reached before it).")
+    assert ("Budget", "27,644 steps") in export_choices({"budget": 27644})

@@ -436,7 +436,7 @@ def test_an_export_page_says_what_chose_its_episodes_and_what_it_left_out(review
                            exclude_risk=("verifier_disagrees",))
     page = reviewer_client.get(export.get_absolute_url()).content.decode()
     chose = page.split("<h2>What chose these episodes</h2>", 1)[1].split("</table>", 1)[0]
-    for shown in (hand_run.name, config.key, "1000", "verifier_disagrees"):
+    for shown in (hand_run.name, config.key, "1,000 steps", "verifier_disagrees"):
         assert shown in chose, shown
     assert "<th>out_dir</th>" not in page  # where it was written is said at the top, when it was written anywhere
     assert manifest_left_out_words(export.manifest) in page

@@ -58,7 +58,7 @@ def export_choices(params: dict) -> list[tuple[str, str]]:
         "run": ("Run", str),
         "source": ("Source", lambda v: str(Export.Selection(v).label) if v in Export.Selection.values else str(v)),
         "judge_config": ("Judge config (whose verdicts count)", lambda v: str(v) if v else "none: human labels"),
-        "budget": ("Budget", lambda v: f"{v} steps"),
+        "budget": ("Budget", lambda v: f"{v:,} steps" if isinstance(v, int) else f"{v} steps"),
         "include_reviewer_rejected": ("Judge successes reviewers labelled Not success", _included),
         "include_verifier_failed": ("Episodes the verifier failed", _included),
         "exclude_risk": ("Left out: episodes holding", lambda v: "; ".join(

@@ -106,11 +106,11 @@ class Selection:
 def left_out_words(*, source: str, exported: int, left_out: dict[str, int]) -> str:
     """What an export takes and leaves out, and why, in one sentence: "16 judged successes: 6 exported; left out:
     6 (reviewers labelled it Not success), 4 (the verifier failed it)." """
-    head = f"{exported + sum(left_out.values())} {CONSIDERED_WORDS[source]}: {exported} exported"
+    head = f"{exported + sum(left_out.values()):,} {CONSIDERED_WORDS[source]}: {exported:,} exported"
     if not left_out:
         return head + ", none left out."
     # in LEFT_OUT_WHY's order, whatever the dict's: a stored manifest's comes back from jsonb in an order of its own
-    reasons = [f"{left_out[why]} ({words})" for why, words in LEFT_OUT_WHY.items() if left_out.get(why)]
+    reasons = [f"{left_out[why]:,} ({words})" for why, words in LEFT_OUT_WHY.items() if left_out.get(why)]
     return f"{head}; left out: " + ", ".join(reasons) + "."
 
 
