@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from taskgen.models import Run
+from taskgen.models import Episode, Run
 from taskgen.stages.import_.command import import_here
 
 NAME = "demo-data"
@@ -38,5 +38,14 @@ def run(options: dict, stdout, stderr) -> int:
         return 1
     skipped = len(summary["skipped"])
     stdout.write(f"demo data: loaded {summary['episodes_added']} Online-Mind2Web episodes as run {OM2W_RUN!r}"
-                 + (f"; {skipped} file(s) skipped, each named by `taskgen import`" if skipped else ""))
+                 + (f"; {skipped} file(s) skipped, each named by `taskgen import`" if skipped else "")
+                 + _rows_words(pipeline_run.run))
     return 0
+
+
+def _rows_words(run: Run | None) -> str:
+    """Say so when the data has no training rows: an export of it writes none, which a newcomer would not expect."""
+    if run is None or Episode.objects.filter(run=run, row_count__gt=0).exists():
+        return ""
+    return ("; none of its episodes has training rows (the data holds no rows folders), so its exports write none: "
+            "review and validate it, and export the sandbox run")
