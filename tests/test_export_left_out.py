@@ -151,6 +151,8 @@ def test_the_export_form_previews_what_it_leaves_out_and_writes_nothing(judged_r
     page = admin_client_role.post(url, _form(judged_run), HTTP_HX_REQUEST="true")
     html = page.content.decode()
     assert page.status_code == 200 and "6 judged successes: 2 exported" in html
+    config = JudgeConfig.objects.get().key  # the rows first, then the sentence (it ends in its own full stop)
+    assert f"Before writing:</strong> 3 rows, approved by the verdicts of <code>{config}</code>. 6 judged" in html
     assert "reviewers labelled it Not success</td><td class=\"num\">2" in html
     assert Export.objects.count() == 0
     whole = admin_client_role.post(url, _form(judged_run, include_verifier_failed="on"))  # without JavaScript
