@@ -81,7 +81,7 @@ def _shown(value: object) -> str | None:
     if isinstance(value, list):
         if value and len(value) <= SHOWN_AT_MOST and all(_plain(v) for v in value):
             return ", ".join(_scalar(v) for v in value)
-        return f"{len(value)} item{'' if len(value) == 1 else 's'}"
+        return f"{len(value)} item{'' if len(value) == 1 else 's'}" if value else "none"
     if isinstance(value, dict) and value and all(_plain(v) for v in value.values()):
         pairs = [f"{k.replace('_', ' ')} {_scalar(v)}" for k, v in sorted(value.items())[:SHOWN_AT_MOST]]
         return " · ".join(pairs) + (" · …" if len(value) > SHOWN_AT_MOST else "")
@@ -106,8 +106,8 @@ def parameter_rows(params: dict | None) -> list[SummaryRow]:
 
 
 def _parameter_value(value: object) -> str:
-    if value is None:
-        return _scalar(value)
+    if value is None or value == "":  # a field left blank (the provider's default model, no tasks file)
+        return _scalar(None)
     shown = _shown(value)
     return json.dumps(value, ensure_ascii=False) if shown is None else shown
 

@@ -453,10 +453,10 @@ def test_a_pipeline_runs_parameters_read_in_the_same_order_on_any_database(admin
     order written; it reads in name order on both, as its Result table does, its values as the Result shows them
     (not Python's False, None), and leaves out the form's own values."""
     params = {"run": "r1", "workers": 4, "judge_config": "gemini", "batch": False, "limit": None,
-              "agent_options": {"model": "m"}, "started_with": {"x": 1}}
+              "agent_options": {"model": "m"}, "started_with": {"x": 1}, "model": "", "skipped": []}
     pipeline_run = PipelineRun.objects.create(stage="judge", status="done", total=1, done=1, params=params)
     page = admin_client_role.get(reverse("review:pipeline_detail", args=[pipeline_run.pk])).content.decode()
     table = page.split("<h2>Parameters</h2>")[1].split("</table>")[0]
     rows = re.findall(r"<tr><th>([^<]*)</th><td><code>([^<]*)</code></td></tr>", table)
     assert rows == [("agent options", "model m"), ("batch", "no"), ("judge config", "gemini"), ("limit", "—"),
-                    ("run", "r1"), ("workers", "4")]
+                    ("model", "—"), ("run", "r1"), ("skipped", "none"), ("workers", "4")]  # a blank, an empty list
