@@ -79,9 +79,11 @@ def _shown(value: object) -> str | None:
     if isinstance(value, SCALARS):
         return _scalar(value)
     if isinstance(value, list):
-        if value and len(value) <= SHOWN_AT_MOST and all(_plain(v) for v in value):
+        if not value:
+            return "none"
+        if len(value) <= SHOWN_AT_MOST and all(_plain(v) for v in value):
             return ", ".join(_scalar(v) for v in value)
-        return f"{len(value)} item{'' if len(value) == 1 else 's'}" if value else "none"
+        return f"{len(value)} item{'' if len(value) == 1 else 's'}"
     if isinstance(value, dict) and value and all(_plain(v) for v in value.values()):
         pairs = [f"{k.replace('_', ' ')} {_scalar(v)}" for k, v in sorted(value.items())[:SHOWN_AT_MOST]]
         return " · ".join(pairs) + (" · …" if len(value) > SHOWN_AT_MOST else "")
